@@ -1,0 +1,3 @@
+from benchbox.cli import main
+
+main()

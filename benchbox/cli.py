@@ -1,0 +1,141 @@
+"""The command line: parse options, call the library, render, pick the exit code."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from benchbox import __version__
+from benchbox.errors import BenchboxError, UsageError
+
+
+def _fail(e: BenchboxError) -> None:
+    click.echo(f"benchbox: error: {e}", err=True)
+    sys.exit(e.exit_code)
+
+
+class _Group(click.Group):
+    """Turns benchbox errors into one line on stderr and the right exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BenchboxError as e:
+            _fail(e)
+
+
+def _pairs(values: tuple[str, ...], what: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for v in values:
+        key, sep, raw = v.partition("=")
+        if not sep or not key:
+            raise UsageError(f"{what} expects KEY=VALUE, got {v!r}")
+        out[key] = _scalar(raw)
+    return out
+
+
+def _scalar(raw: str) -> Any:
+    low = raw.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for conv in (int, float):
+        try:
+            return conv(raw)
+        except ValueError:
+            pass
+    return raw
+
+
+@click.group(cls=_Group)
+@click.version_option(__version__, prog_name="benchbox")
+def main() -> None:
+    """Benchmark ML inference tasks under explicit timing contracts."""
+
+
+@main.command()
+@click.option("--contract", default="public_task_call_wall", show_default=True,
+              help="Built-in contract name or path to a contract TOML file.")
+@click.option("--task", "task_spec", default="decision", show_default=True,
+              help="Built-in task name or package.module:factory.")
+@click.option("--size", default="tiny", show_default=True)
+@click.option("--dtype", default="float32", show_default=True,
+              type=click.Choice(["float32", "float16", "bfloat16"]))
+@click.option("--runner", "runners", multiple=True,
+              help="Runner to measure (repeatable); default torch-eager and torch-compile.")
+@click.option("--case", "cases", multiple=True, help="Case to run (repeatable); default all.")
+@click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
+@click.option("--warmup", default=5, show_default=True, type=int)
+@click.option("--samples", default=100, show_default=True, type=int)
+@click.option("--compile-mode", default="max-autotune", show_default=True,
+              help="torch.compile mode for the torch-compile runner.")
+@click.option("--baseline", default=None, help="Runner the others are compared against.")
+@click.option("--task-option", multiple=True, help="KEY=VALUE passed to the task (repeatable).")
+@click.option("--gate", multiple=True, help="Accuracy gate threshold override GATE=VALUE.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Receipt path; default a timestamped file under ./receipts/.")
+def run(contract: str, task_spec: str, size: str, dtype: str, runners: tuple[str, ...],
+        cases: tuple[str, ...], device: str, warmup: int, samples: int, compile_mode: str,
+        baseline: str | None, task_option: tuple[str, ...], gate: tuple[str, ...],
+        out: Path | None) -> None:
+    """Measure runners × cases under one timing contract and write a receipt."""
+    from benchbox.render import results_table
+    from benchbox.run import DEFAULT_RUNNERS, RunConfig
+    from benchbox.run import run as do_run
+
+    cfg = RunConfig(
+        contract=contract, task=task_spec, size=size, dtype=dtype,
+        runners=tuple(runners) or DEFAULT_RUNNERS, cases=tuple(cases), device=device,
+        warmup=warmup, samples=samples, out=out, baseline=baseline,
+        runner_options={"torch-compile": {"mode": compile_mode}},
+        task_options=_pairs(task_option, "--task-option"), gates=_pairs(gate, "--gate"),
+        command=tuple(["benchbox", *sys.argv[1:]]))
+    outcome = do_run(cfg, progress=lambda s: click.echo(s, err=True))
+    click.echo(results_table(outcome.receipt))
+    click.echo(f"receipt written to {outcome.path}")
+    sys.exit(0 if outcome.ok else 1)
+
+
+@main.command()
+@click.argument("receipt", type=click.Path(path_type=Path))
+def show(receipt: Path) -> None:
+    """Print the summary table of a receipt."""
+    from benchbox.receipts import load_receipt
+    from benchbox.render import results_table
+
+    click.echo(results_table(load_receipt(receipt)))
+
+
+@main.command()
+@click.argument("name", required=False)
+def contracts(name: str | None) -> None:
+    """List the built-in contracts, or show which stages one times."""
+    from benchbox.contracts import STAGES, builtin_contracts, load_contract
+
+    if name is None:
+        for c in builtin_contracts():
+            click.echo(f"{c.name:<24} {c.first}..{c.last:<12} {c.clock:<7} {c.description}")
+        return
+    c = load_contract(name)
+    click.echo(f"{c.name} (version {c.version}, {c.clock} clock, hash {c.hash[:16]})")
+    click.echo(c.description)
+    for s in STAGES:
+        click.echo(f"  {'[x]' if s in c.stages else '[ ]'} {s}")
+    click.echo("policy: " + ", ".join(f"{k}={v}" for k, v in c.canonical()["policy"].items()))
+
+
+@main.command()
+@click.option("--device", default="cpu", show_default=True)
+def runners(device: str) -> None:
+    """List runners and whether each can run here."""
+    from benchbox.runners import RUNNERS, availability
+
+    for name in RUNNERS:
+        reason = availability(name, device)
+        click.echo(f"{name:<16} {'ready' if reason is None else reason}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,220 @@
+"""Stages and timing contracts: declared data with a content hash."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from benchbox.errors import UsageError
+
+
+class Stage(str, Enum):
+    """The stages of one task call, in pipeline order."""
+
+    PARSE = "parse"
+    PREPROCESS = "preprocess"
+    H2D = "h2d"
+    COMPUTE = "compute"
+    D2H = "d2h"
+    REDUCE = "reduce"
+    ANSWER = "answer"
+    SERIALIZE = "serialize"
+
+
+STAGES: tuple[str, ...] = tuple(s.value for s in Stage)
+#: Stages owned by the runner; only these may be timed with the device clock.
+DEVICE_STAGES: tuple[str, ...] = ("h2d", "compute", "d2h")
+CLOCKS = ("host", "device")
+SYNC_RULES = ("none", "stream", "device")
+STATES = ("warm", "first_call")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """State and input policy, and everything else that changes a number's meaning."""
+
+    state: str = "warm"
+    fresh_request: bool = True
+    cuda_graphs: bool = True
+    sync_at_close: str = "none"
+    hold_stream: bool = False
+
+
+@dataclass(frozen=True)
+class Contract:
+    """A timing contract: which contiguous stages are timed, and with which clock."""
+
+    name: str
+    version: int
+    description: str
+    stages: tuple[str, ...]
+    clock: str
+    policy: Policy = field(default_factory=Policy)
+    source: str = "builtin"
+
+    @property
+    def first(self) -> str:
+        return self.stages[0]
+
+    @property
+    def last(self) -> str:
+        return self.stages[-1]
+
+    @property
+    def first_index(self) -> int:
+        return STAGES.index(self.first)
+
+    @property
+    def last_index(self) -> int:
+        return STAGES.index(self.last)
+
+    def canonical(self) -> dict[str, Any]:
+        """The fields that define the meaning of a number (description and source excluded)."""
+        return {
+            "name": self.name,
+            "version": self.version,
+            "stages": list(self.stages),
+            "clock": self.clock,
+            "policy": asdict(self.policy),
+        }
+
+    @property
+    def hash(self) -> str:
+        blob = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    def outside(self) -> tuple[str, ...]:
+        return tuple(s for s in STAGES if s not in self.stages)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The full declaration as embedded in a receipt."""
+        d = self.canonical()
+        d.update(description=self.description, first=self.first, last=self.last,
+                 hash=self.hash, source=self.source)
+        return d
+
+
+def _require(data: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    if key not in data:
+        raise UsageError(f"{where}: missing field '{key}'")
+    value = data[key]
+    if isinstance(value, bool) and kind is int:
+        raise UsageError(f"{where}: field '{key}' must be an integer, not a boolean")
+    if not isinstance(value, kind):
+        want = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise UsageError(f"{where}: field '{key}' must be {want}, got {type(value).__name__}")
+    return value
+
+
+def contract_from_dict(data: Any, where: str = "contract", source: str = "builtin") -> Contract:
+    """Validate a declaration and build a Contract; raise UsageError naming the problem."""
+    if not isinstance(data, dict):
+        raise UsageError(f"{where}: a contract must be a table, got {type(data).__name__}")
+    known = {"name", "version", "description", "stages", "clock", "policy",
+             "first", "last", "hash", "source"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise UsageError(f"{where}: unknown field '{unknown[0]}'")
+    name = _require(data, "name", str, where)
+    if not name or not name.replace("_", "").replace("-", "").isalnum():
+        raise UsageError(f"{where}: name must be letters, digits, '_' or '-', got {name!r}")
+    version = _require(data, "version", int, where)
+    if version < 1:
+        raise UsageError(f"{where}: version must be ≥ 1, got {version}")
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise UsageError(f"{where}: field 'description' must be str")
+    stages = _require(data, "stages", list, where)
+    if not stages:
+        raise UsageError(f"{where}: 'stages' is empty; the region needs at least one stage")
+    for s in stages:
+        if not isinstance(s, str) or s not in STAGES:
+            raise UsageError(f"{where}: unknown stage {s!r} (stages are {', '.join(STAGES)})")
+    if len(set(stages)) != len(stages):
+        raise UsageError(f"{where}: stage list repeats a stage: {', '.join(stages)}")
+    idx = [STAGES.index(s) for s in stages]
+    if idx != sorted(idx):
+        raise UsageError(f"{where}: stages are out of pipeline order: {', '.join(stages)}")
+    if idx != list(range(idx[0], idx[-1] + 1)):
+        missing = [STAGES[i] for i in range(idx[0], idx[-1] + 1) if i not in idx]
+        raise UsageError(
+            f"{where}: stages are not contiguous: {', '.join(stages)} skips {', '.join(missing)}")
+    clock = _require(data, "clock", str, where)
+    if clock not in CLOCKS:
+        raise UsageError(f"{where}: clock must be one of {', '.join(CLOCKS)}, got {clock!r}")
+    if clock == "device":
+        host_only = [s for s in stages if s not in DEVICE_STAGES]
+        if host_only:
+            raise UsageError(
+                f"{where}: the device clock cannot time host stage(s) {', '.join(host_only)}; "
+                f"device-clock regions must lie inside {DEVICE_STAGES[0]}..{DEVICE_STAGES[-1]}")
+    pol = data.get("policy", {})
+    if not isinstance(pol, dict):
+        raise UsageError(f"{where}: 'policy' must be a table")
+    defaults = Policy()
+    kw: dict[str, Any] = {}
+    for key, default in asdict(defaults).items():
+        if key in pol:
+            value = pol[key]
+            if type(value) is not type(default):
+                raise UsageError(
+                    f"{where}: policy.{key} must be {type(default).__name__}, got {type(value).__name__}")
+            kw[key] = value
+    extra = sorted(set(pol) - set(asdict(defaults)))
+    if extra:
+        raise UsageError(f"{where}: unknown policy field '{extra[0]}'")
+    policy = Policy(**kw)
+    if policy.state not in STATES:
+        raise UsageError(f"{where}: policy.state must be one of {', '.join(STATES)}")
+    if policy.sync_at_close not in SYNC_RULES:
+        raise UsageError(f"{where}: policy.sync_at_close must be one of {', '.join(SYNC_RULES)}")
+    if policy.hold_stream and clock != "device":
+        raise UsageError(f"{where}: policy.hold_stream applies only to the device clock")
+    return Contract(name=name, version=version, description=description,
+                    stages=tuple(stages), clock=clock, policy=policy, source=source)
+
+
+def parse_contract_toml(text: str, where: str) -> Contract:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"{where}: not valid TOML: {e}") from None
+    return contract_from_dict(data, where=where, source=where)
+
+
+_BUILTIN_DIR = Path(__file__).parent / "builtin"
+
+
+def builtin_names() -> list[str]:
+    return sorted(p.stem for p in _BUILTIN_DIR.glob("*.toml"))
+
+
+def builtin_contracts() -> list[Contract]:
+    return [load_contract(n) for n in builtin_names()]
+
+
+def load_contract(name_or_path: str) -> Contract:
+    """A built-in contract by name, or a user's TOML file by path."""
+    p = _BUILTIN_DIR / f"{name_or_path}.toml"
+    if name_or_path in builtin_names():
+        c = parse_contract_toml(p.read_text(), where=name_or_path)
+        return Contract(**{**c.__dict__, "source": "builtin"})
+    path = Path(name_or_path)
+    if path.suffix == ".toml" or path.exists():
+        if not path.is_file():
+            raise UsageError(f"contract file not found: {name_or_path}")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise UsageError(f"cannot read contract {name_or_path}: {e}") from None
+        return parse_contract_toml(text, where=str(path))
+    raise UsageError(
+        f"unknown contract '{name_or_path}' (built-in: {', '.join(builtin_names())}; "
+        "or give a path to a .toml file)")
+
+

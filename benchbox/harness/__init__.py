@@ -1,0 +1,6 @@
+"""The harness: the only place that reads a clock."""
+
+from benchbox.harness.clocks import host_clock
+from benchbox.harness.loop import Harness, Measurement, PhaseTimer
+
+__all__ = ["Harness", "Measurement", "PhaseTimer", "host_clock"]

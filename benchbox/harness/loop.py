@@ -1,0 +1,178 @@
+"""The measurement loop: the harness calls every stage and stamps every boundary."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from benchbox.contracts import STAGES, Contract
+from benchbox.harness.clocks import DeviceEvents, HostClock, host_clock
+from benchbox.runners.base import Runner
+from benchbox.tasks.base import CallTrace, Task
+
+N_STAGES = len(STAGES)
+
+
+@dataclass
+class Measurement:
+    """Raw samples of one (runner, case): the region, and every stage."""
+
+    samples_ns: list[int] = field(default_factory=list)
+    stages_ns: dict[str, list[int]] = field(default_factory=lambda: {s: [] for s in STAGES})
+    clock_used: str = "host"
+    clock_note: str = ""
+    warmup: int = 0
+    stop_reason: str = ""
+
+
+class PhaseTimer:
+    """Times a runner's preparation phases with the harness's clock."""
+
+    def __init__(self, clock: HostClock = host_clock) -> None:
+        self.clock = clock
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        t0 = self.clock()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + (self.clock() - t0) / 1e9
+
+
+class Harness:
+    """Runs task calls through a runner under one contract and keeps every stamp."""
+
+    def __init__(self, contract: Contract, clock: HostClock = host_clock) -> None:
+        self.contract = contract
+        self.clock = clock
+
+    def call(self, task: Task, runner: Runner, request: bytes) -> CallTrace:
+        """One untimed call (validation, warm-up of the reference): no clock is read."""
+        req = task.parse(request)
+        host = task.preprocess(req)
+        outputs = runner.d2h(runner.compute(runner.h2d(host)))
+        reduced = task.reduce(outputs, req)
+        ans = task.answer(reduced, req)
+        return CallTrace(outputs=outputs, reduced=reduced, answer=ans, response=task.serialize(ans))
+
+    def _hooks(self, runner: Runner, events: DeviceEvents | None
+               ) -> tuple[list[Callable[[], None] | None], list[Callable[[], None] | None]]:
+        """Actions at each of the 9 boundaries: before the stamp (closing) and after (opening)."""
+        pre: list[Callable[[], None] | None] = [None] * (N_STAGES + 1)
+        post: list[Callable[[], None] | None] = [None] * (N_STAGES + 1)
+        first, last = self.contract.first_index, self.contract.last_index + 1
+        closers: list[Callable[[], None]] = []
+        sync = self.contract.policy.sync_at_close
+        if sync == "stream":
+            closers.append(runner.synchronize)
+        elif sync == "device" and runner.stream is not None:
+            import torch
+
+            closers.append(torch.cuda.synchronize)
+        if events is not None:
+            closers.insert(0, events.close)
+            post[first] = events.open
+        if closers:
+            pre[last] = closers[0] if len(closers) == 1 else (lambda: [f() for f in closers] and None)
+        return pre, post
+
+    def sample(self, task: Task, runner: Runner, request: bytes, ts: list[int],
+               pre: list[Callable[[], None] | None], post: list[Callable[[], None] | None]) -> bytes:
+        """One timed call: stamps all 9 boundaries into ``ts``; returns the response."""
+        c = self.clock
+        ts[0] = c()
+        if post[0]:
+            post[0]()
+        req = task.parse(request)
+        if pre[1]:
+            pre[1]()
+        ts[1] = c()
+        if post[1]:
+            post[1]()
+        host = task.preprocess(req)
+        if pre[2]:
+            pre[2]()
+        ts[2] = c()
+        if post[2]:
+            post[2]()
+        dev_in = runner.h2d(host)
+        if pre[3]:
+            pre[3]()
+        ts[3] = c()
+        if post[3]:
+            post[3]()
+        dev_out = runner.compute(dev_in)
+        if pre[4]:
+            pre[4]()
+        ts[4] = c()
+        if post[4]:
+            post[4]()
+        outputs = runner.d2h(dev_out)
+        if pre[5]:
+            pre[5]()
+        ts[5] = c()
+        if post[5]:
+            post[5]()
+        reduced = task.reduce(outputs, req)
+        if pre[6]:
+            pre[6]()
+        ts[6] = c()
+        if post[6]:
+            post[6]()
+        ans = task.answer(reduced, req)
+        if pre[7]:
+            pre[7]()
+        ts[7] = c()
+        if post[7]:
+            post[7]()
+        response = task.serialize(ans)
+        if pre[8]:
+            pre[8]()
+        ts[8] = c()
+        return response
+
+    def measure(self, task: Task, runner: Runner, request: bytes, samples: int, warmup: int,
+                should_stop: Callable[[Measurement], str | None] | None = None) -> Measurement:
+        """Warm up, then take samples; each sample starts from the request bytes."""
+        contract = self.contract
+        m = Measurement()
+        events: DeviceEvents | None = None
+        if contract.clock == "device":
+            if runner.stream is None:
+                m.clock_note = "no device stream on this runner's device: the host clock timed the region"
+            else:
+                events = DeviceEvents(runner.stream, contract.policy.hold_stream)
+                m.clock_used = "device"
+        if contract.policy.state == "first_call":
+            warmup = 0
+        pre, post = self._hooks(runner, None)
+        ts = [0] * (N_STAGES + 1)
+        a, b = contract.first_index, contract.last_index + 1
+        enqueue = 0
+        for _ in range(warmup):
+            self.sample(task, runner, request, ts, pre, post)
+            enqueue = max(enqueue, ts[b] - ts[a])
+        m.warmup = warmup
+        if events is not None:
+            events.set_hold(enqueue)
+            m.clock_note = (f"stream held by a blocking kernel of {events.hold_cycles} cycles "
+                            "while the region is enqueued" if events.hold_cycles else
+                            "plain event pair: the device span, launch gaps included")
+            pre, post = self._hooks(runner, events)
+        stages = [m.stages_ns[s] for s in STAGES]
+        for i in range(samples):
+            self.sample(task, runner, request, ts, pre, post)
+            for k in range(N_STAGES):
+                stages[k].append(ts[k + 1] - ts[k])
+            m.samples_ns.append(events.elapsed_ns() if events is not None else ts[b] - ts[a])
+            if should_stop is not None:
+                reason = should_stop(m)
+                if reason:
+                    m.stop_reason = reason
+                    break
+        else:
+            m.stop_reason = f"fixed sample count {samples} reached"
+        return m

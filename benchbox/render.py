@@ -1,0 +1,44 @@
+"""Plain-text rendering of receipts for the terminal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _ms(ns: Any) -> str:
+    return f"{ns / 1e6:.3f}" if isinstance(ns, (int, float)) else "-"
+
+
+def _ci(ci: Any) -> str:
+    return f"[{_ms(ci[0])}, {_ms(ci[1])}]" if isinstance(ci, list) and len(ci) == 2 else "unresolved"
+
+
+def results_table(receipt: dict[str, Any]) -> str:
+    """One line per (runner, case): status, p50/p99 in ms with intervals, samples."""
+    c = receipt["contract"]
+    env = receipt.get("environment", {})
+    dev = env.get("gpu", {}).get("name") if isinstance(env.get("gpu"), dict) else None
+    task = receipt["task"]
+    lines = [f"contract {c['name']} ({c['first']}..{c['last']}, {c['clock']} clock, "
+             f"hash {c['hash'][:12]})  task {task.get('name')}/{task.get('size')}  "
+             f"device {dev or env.get('device', '?')}"]
+    if not receipt.get("complete", True):
+        lines.append("INCOMPLETE receipt: the run did not finish; rows below are those measured")
+    head = f"{'runner':<16} {'case':<10} {'status':<8} {'n':>5} {'p50 ms':>9} {'p50 95% CI':>21} " \
+           f"{'p99 ms':>9} {'p99 95% CI':>21}"
+    lines += [head, "-" * len(head)]
+    for r in receipt["results"]:
+        s = r.get("summary") or {}
+        lines.append(f"{r['runner']:<16} {r['case']:<10} {r['status']:<8} {s.get('n', 0):>5} "
+                     f"{_ms(s.get('p50_ns')):>9} {_ci(s.get('p50_ci_ns')):>21} "
+                     f"{_ms(s.get('p99_ns')):>9} {_ci(s.get('p99_ci_ns')):>21}")
+        for reason in r.get("reasons", []):
+            lines.append(f"{'':<16} ↳ {reason}")
+    comp = receipt.get("comparisons") or {}
+    if comp.get("rows"):
+        lines.append(f"p50 ratio against {comp['baseline']} (valid rows only):")
+        for row in comp["rows"]:
+            lines.append(f"  {row['runner']:<16} {row['case']:<10} {row['p50_ratio']:.3f}")
+    for ex in comp.get("excluded", []):
+        lines.append(f"  excluded from comparison: {ex['runner']} × {ex['case']} ({ex['status']})")
+    return "\n".join(lines)

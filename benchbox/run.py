@@ -1,0 +1,250 @@
+"""``benchbox run`` as a library call: measure runners × cases under one contract."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchbox import __version__
+from benchbox.contracts import Contract, load_contract
+from benchbox.errors import UsageError
+from benchbox.harness import Harness, PhaseTimer
+from benchbox.receipts.io import SCHEMA_VERSION, now_iso, write_receipt
+from benchbox.runners import RUNNERS, availability, make_runner
+from benchbox.stats import summarize
+from benchbox.tasks import CallTrace, Task, load_task
+
+DEFAULT_RUNNERS = ("torch-eager", "torch-compile")
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that decides what a run measures."""
+
+    contract: str = "public_task_call_wall"
+    task: str = "decision"
+    size: str = "tiny"
+    dtype: str = "float32"
+    runners: tuple[str, ...] = DEFAULT_RUNNERS
+    cases: tuple[str, ...] = ()
+    device: str = "cpu"
+    warmup: int = 5
+    samples: int = 100
+    out: Path | None = None
+    baseline: str | None = None
+    runner_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    task_options: dict[str, Any] = field(default_factory=dict)
+    gates: dict[str, float] = field(default_factory=dict)
+    command: tuple[str, ...] = ()
+
+
+@dataclass
+class RunOutcome:
+    """The receipt and where it was written."""
+
+    path: Path
+    receipt: dict[str, Any]
+
+    @property
+    def ok(self) -> bool:
+        return all(r["status"] == "valid" for r in self.receipt["results"])
+
+
+def default_out() -> Path:
+    stamp = now_iso().replace(":", "").replace("+0000", "Z").replace("-", "")
+    return Path("receipts") / f"run-{stamp}.json"
+
+
+def model_facts(model: Any) -> dict[str, Any]:
+    """Parameter count and a hash of the weights."""
+    h = hashlib.sha256()
+    n = 0
+    for name, t in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        h.update(t.detach().float().cpu().contiguous().numpy().tobytes())
+        n += t.numel() if name in dict(model.named_parameters()) else 0
+    return {"parameters": int(n), "model_sha256": h.hexdigest()}
+
+
+def _validate_config(cfg: RunConfig) -> None:
+    for r in cfg.runners:
+        if r not in RUNNERS:
+            raise UsageError(f"unknown runner '{r}' (runners: {', '.join(RUNNERS)})")
+    if len(set(cfg.runners)) != len(cfg.runners):
+        raise UsageError("a runner is named twice")
+    if cfg.samples < 1 or cfg.warmup < 0:
+        raise UsageError("--samples must be ≥ 1 and --warmup ≥ 0")
+    if cfg.dtype not in ("float32", "float16", "bfloat16"):
+        raise UsageError(f"unknown dtype '{cfg.dtype}' (float32, float16, bfloat16)")
+    if not (cfg.device == "cpu" or cfg.device.startswith("cuda")):
+        raise UsageError(f"unknown device '{cfg.device}' (cpu, cuda, cuda:N)")
+
+
+def _row(runner: str, case: Any, status: str, reasons: list[str], **extra: Any) -> dict[str, Any]:
+    row = {"runner": runner, "case": case.name, "request_sha256": case.sha256, "status": status,
+           "reasons": reasons, "runner_report": {}, "accuracy": None, "samples_ns": [],
+           "stages_ns": {}, "summary": {"n": 0}}
+    row.update(extra)
+    return row
+
+
+def _error_line(e: BaseException) -> str:
+    msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return f"{type(e).__name__}: {msg}"[:500]
+
+
+def compare(results: list[dict[str, Any]], baseline: str | None) -> dict[str, Any]:
+    """Per case, each valid runner's p50/p99 against the baseline runner's; invalid rows excluded."""
+    excluded = [{"runner": r["runner"], "case": r["case"], "status": r["status"],
+                 "reasons": r["reasons"]} for r in results if r["status"] != "valid"]
+    rows = []
+    by_case: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in results:
+        if r["status"] == "valid":
+            by_case.setdefault(r["case"], {})[r["runner"]] = r
+    for case, runners in by_case.items():
+        if baseline not in runners:
+            continue
+        base = runners[baseline]
+        for name, r in runners.items():
+            if name == baseline:
+                continue
+            rows.append({"case": case, "runner": name, "baseline": baseline,
+                         "p50_ratio": r["summary"]["p50_ns"] / base["summary"]["p50_ns"],
+                         "p99_ratio": r["summary"]["p99_ns"] / base["summary"]["p99_ns"]})
+    return {"baseline": baseline, "rows": rows, "excluded": excluded}
+
+
+def run(cfg: RunConfig, progress: Progress = lambda s: None) -> RunOutcome:
+    """Measure every (runner, case); write the receipt after each one."""
+    _validate_config(cfg)
+    contract: Contract = load_contract(cfg.contract)
+    task: Task = load_task(cfg.task, size=cfg.size, dtype=cfg.dtype, options=dict(cfg.task_options),
+                           gate_overrides=dict(cfg.gates))
+    cases = task.cases()
+    if cfg.cases:
+        names = [c.name for c in cases]
+        unknown = [c for c in cfg.cases if c not in names]
+        if unknown:
+            raise UsageError(f"unknown case '{unknown[0]}' for task {task.name} (cases: {', '.join(names)})")
+        cases = [c for c in cases if c.name in cfg.cases]
+    out = Path(cfg.out) if cfg.out is not None else default_out()
+    baseline = cfg.baseline or ("torch-compile" if "torch-compile" in cfg.runners else cfg.runners[0])
+
+    import torch  # noqa: F401  (the runners need it; import before the environment is read)
+
+    from benchbox import environment
+    from benchbox.harness.calibration import calibrate
+
+    receipt: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "benchbox_version": __version__,
+        "created_at": now_iso(),
+        "command": list(cfg.command) or ["benchbox", "run"],
+        "complete": False,
+        "contract": contract.to_dict(),
+        "environment": environment.collect(cfg.device),
+        "task": {**task.info(), "cases": [{"name": c.name, "request_sha256": c.sha256} for c in cases]},
+        "settings": {"warmup": cfg.warmup, "samples": cfg.samples, "device": cfg.device,
+                     "runners": list(cfg.runners), "baseline": baseline,
+                     "gates": task.gate_thresholds()},
+        "calibration": {},
+        "results": [],
+    }
+    write_receipt(out, receipt)
+    progress(f"receipt: {out}")
+
+    progress("calibrating the harness floors")
+    receipt["calibration"] = calibrate(contract, cfg.device)
+
+    # the float32 eager reference, computed once per case, outside any timing
+    progress("computing the float32 reference")
+    ref_task = dataclasses.replace(task, dtype="float32") if task.dtype != "float32" else task
+    ref_model = ref_task.build_model()
+    receipt["task"].update(model_facts(ref_model))
+    harness = Harness(contract)
+    ref_runner = make_runner("torch-eager", "cpu")
+    references: dict[str, CallTrace] = {}
+    example = None
+    ref_runner.prepare(ref_task, ref_model, task.preprocess(task.parse(cases[0].request)), PhaseTimer())
+    for case in cases:
+        try:
+            references[case.name] = harness.call(ref_task, ref_runner, case.request)
+        except ValueError as e:
+            raise UsageError(f"case {case.name}: invalid request for task {task.name}: {e}") from None
+    example = task.preprocess(task.parse(cases[0].request))
+    write_receipt(out, receipt)
+
+    for name in cfg.runners:
+        reason = availability(name, cfg.device)
+        opts = cfg.runner_options.get(name, {})
+        if reason is not None:
+            progress(f"{name}: cannot run: {reason}")
+            for case in cases:
+                receipt["results"].append(_row(name, case, "failed", [reason],
+                                               runner_report={"options": opts, "unavailable": reason}))
+            write_receipt(out, receipt)
+            continue
+        phases = PhaseTimer()
+        try:
+            runner = make_runner(name, cfg.device, opts)
+            progress(f"{name}: preparing")
+            runner.prepare(task, task.build_model(), example, phases)
+        except UsageError:
+            raise
+        except Exception as e:
+            progress(f"{name}: preparation failed: {_error_line(e)}")
+            report = {"options": opts, "prepare_s": phases.seconds, "error": _error_line(e),
+                      "traceback": traceback.format_exc(limit=8)}
+            for case in cases:
+                receipt["results"].append(_row(name, case, "failed",
+                                               [f"preparation failed: {_error_line(e)}"],
+                                               runner_report=report))
+            write_receipt(out, receipt)
+            continue
+        for case in cases:
+            receipt["results"].append(_measure_case(harness, task, runner, case, references[case.name],
+                                                    cfg, phases, progress))
+            write_receipt(out, receipt)
+
+    receipt["comparisons"] = compare(receipt["results"], baseline)
+    receipt["complete"] = True
+    write_receipt(out, receipt)
+    return RunOutcome(out, receipt)
+
+
+def _measure_case(harness: Harness, task: Task, runner: Any, case: Any, reference: CallTrace,
+                  cfg: RunConfig, phases: PhaseTimer, progress: Progress) -> dict[str, Any]:
+    name = runner.name
+    try:
+        # validation: two untimed calls, outside every timed region
+        first = harness.call(task, runner, case.request)
+        second = harness.call(task, runner, case.request)
+        gates = task.gates(reference, first, second)
+        m = harness.measure(task, runner, case.request, samples=cfg.samples, warmup=cfg.warmup)
+    except Exception as e:
+        progress(f"{name} × {case.name}: failed: {_error_line(e)}")
+        return _row(name, case, "failed", [_error_line(e)],
+                    runner_report={**runner.report(), "prepare_s": dict(phases.seconds)})
+    failed = [g for g in gates if not g.passed]
+    status = "invalid" if failed else "valid"
+    reasons = [f"accuracy gate {g.name} failed: value {g.value}, threshold {g.threshold}"
+               + (f" ({g.detail})" if g.detail else "") for g in failed]
+    summary = summarize(m.samples_ns)
+    progress(f"{name} × {case.name}: {status}, p50 {summary['p50_ns'] / 1e6:.3f} ms "
+             f"over {summary['n']} samples")
+    return _row(name, case, status, reasons,
+                runner_report={**runner.report(), "prepare_s": dict(phases.seconds)},
+                accuracy={"passed": not failed, "gates": [g.to_dict() for g in gates],
+                          "reference": "eager float32 on cpu"},
+                samples_ns=m.samples_ns, stages_ns=m.stages_ns, summary=summary,
+                clock_used=m.clock_used, clock_note=m.clock_note, warmup=m.warmup,
+                stop_reason=m.stop_reason)
+
+

@@ -1,0 +1,80 @@
+"""The Runner interface: device stages, preparation, and a report."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+import numpy as np
+
+
+class Phases(Protocol):
+    """Handed to ``Runner.prepare`` by the harness, which owns the clock.
+
+    A runner marks its preparation phases (``with phases("compile"): ...``); the
+    harness times them and records the seconds in the runner report.
+    """
+
+    def __call__(self, name: str) -> AbstractContextManager[None]: ...
+
+
+class RunnerUnavailable(Exception):
+    """The runner cannot run here; the message says precisely why."""
+
+    def __init__(self, reason: str, facts: dict[str, Any] | None = None) -> None:
+        super().__init__(reason)
+        self.facts = facts or {}
+
+
+class Runner(ABC):
+    """Owns h2d, compute and d2h for one model on one device.
+
+    Runners never read a clock: the harness stamps every stage boundary and, for
+    the device clock, records events on ``stream``.
+    """
+
+    name = "runner"
+
+    def __init__(self, device: str = "cpu", options: dict[str, Any] | None = None) -> None:
+        self.device = device
+        self.options: dict[str, Any] = dict(options or {})
+        self.fallbacks: list[dict[str, Any]] = []
+        self.facts: dict[str, Any] = {}
+
+    @classmethod
+    def availability(cls, device: str) -> str | None:
+        """None when the runner can run on ``device``, else the reason it cannot."""
+        return None
+
+    @abstractmethod
+    def prepare(self, task: Any, model: Any, example: tuple[np.ndarray, ...], phases: Phases) -> None:
+        """Build or compile; never inside any contract."""
+
+    @property
+    def stream(self) -> Any:
+        """The device stream the runner enqueues on (None on the CPU)."""
+        return None
+
+    def synchronize(self) -> None:
+        """Wait for everything enqueued on the runner's stream."""
+
+    @abstractmethod
+    def h2d(self, host: tuple[np.ndarray, ...]) -> Any:
+        """Host inputs → device inputs (enqueue the copies)."""
+
+    @abstractmethod
+    def compute(self, inputs: Any) -> Any:
+        """Enqueue the model."""
+
+    @abstractmethod
+    def d2h(self, outputs: Any) -> dict[str, np.ndarray]:
+        """Device outputs → host arrays, including the synchronization."""
+
+    def versions(self) -> dict[str, str]:
+        return {}
+
+    def report(self) -> dict[str, Any]:
+        """Options, versions, fallbacks and build facts for the receipt."""
+        return {"options": dict(self.options), "versions": self.versions(),
+                "fallbacks": list(self.fallbacks), **self.facts}

@@ -1,0 +1,22 @@
+"""Eager PyTorch: the baseline runner."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from benchbox.runners.base import Phases
+from benchbox.runners.torch_runner import TorchRunner
+
+
+class TorchEagerRunner(TorchRunner):
+    """The model as written, eager mode."""
+
+    name = "torch-eager"
+
+    def prepare(self, task: Any, model: Any, example: tuple[np.ndarray, ...], phases: Phases) -> None:
+        with phases("load"):
+            self.forward = model.to(self.device)
+            self.output_names = task.output_names
+            self._allocate(example)

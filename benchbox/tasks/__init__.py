@@ -1,0 +1,49 @@
+"""Tasks: the interface, the registry of built-in tasks, loading a user's task."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from benchbox.errors import UsageError
+from benchbox.tasks.base import DEFAULT_GATES, CallTrace, Case, GateResult, Task
+
+__all__ = ["DEFAULT_GATES", "CallTrace", "Case", "GateResult", "Task", "builtin_tasks", "load_task"]
+
+
+def builtin_tasks() -> dict[str, Callable[..., Task]]:
+    from benchbox.tasks.decision.task import DecisionTask
+
+    return {"decision": DecisionTask}
+
+
+def load_task(spec: str, **kwargs: Any) -> Task:
+    """A built-in task by name, or ``package.module:factory`` for a user's task."""
+    factories = builtin_tasks()
+    if spec in factories:
+        factory = factories[spec]
+    elif ":" in spec:
+        mod_name, _, attr = spec.partition(":")
+        if str(Path.cwd()) not in sys.path:
+            sys.path.insert(0, str(Path.cwd()))
+        try:
+            module = importlib.import_module(mod_name)
+        except Exception as e:  # a user's module can fail in any way
+            raise UsageError(f"--task {spec}: cannot import {mod_name}: {type(e).__name__}: {e}") from None
+        factory = getattr(module, attr, None)
+        if factory is None or not callable(factory):
+            raise UsageError(f"--task {spec}: {mod_name} has no callable '{attr}'")
+    else:
+        raise UsageError(f"unknown task '{spec}' (built-in: {', '.join(factories)}; "
+                         "or package.module:factory)")
+    try:
+        task = factory(**kwargs)
+    except (ValueError, TypeError) as e:
+        raise UsageError(f"--task {spec}: {e}") from None
+    if not isinstance(task, Task):
+        raise UsageError(f"--task {spec}: the factory returned {type(task).__name__}, "
+                         "not a benchbox.tasks.Task")
+    return task
