@@ -69,15 +69,29 @@ def main() -> None:
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
 @click.option("--warmup", default=5, show_default=True, type=int)
 @click.option("--samples", default=100, show_default=True, type=int)
+@click.option("--target-ci", type=float, default=None,
+              help="Adaptive sampling: stop once the p50 95% interval half-width is below PCT percent.")
+@click.option("--max-samples", default=10_000, show_default=True, type=int)
+@click.option("--max-time", "max_time", default=60.0, show_default=True, type=float,
+              help="Seconds of sampling per (runner, case) at most, with --target-ci.")
 @click.option("--compile-mode", default="max-autotune", show_default=True,
               help="torch.compile mode for the torch-compile runner.")
+@click.option("--compile-option", multiple=True,
+              help="Inductor option KEY=VALUE for torch-compile (repeatable).")
+@click.option("--aten-fallback", multiple=True,
+              help="Operator torch-compile must run in ATen, e.g. layer_norm (repeatable).")
+@click.option("--tensorrt-flavour", type=click.Choice(["auto", "tensorrt", "tensorrt_rtx"]),
+              default="auto", show_default=True)
+@click.option("--runner-option", multiple=True, help="RUNNER:KEY=VALUE for any runner (repeatable).")
 @click.option("--baseline", default=None, help="Runner the others are compared against.")
 @click.option("--task-option", multiple=True, help="KEY=VALUE passed to the task (repeatable).")
 @click.option("--gate", multiple=True, help="Accuracy gate threshold override GATE=VALUE.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Receipt path; default a timestamped file under ./receipts/.")
 def run(contract: str, task_spec: str, size: str, dtype: str, runners: tuple[str, ...],
-        cases: tuple[str, ...], device: str, warmup: int, samples: int, compile_mode: str,
+        cases: tuple[str, ...], device: str, warmup: int, samples: int, target_ci: float | None,
+        max_samples: int, max_time: float, compile_mode: str, compile_option: tuple[str, ...],
+        aten_fallback: tuple[str, ...], tensorrt_flavour: str, runner_option: tuple[str, ...],
         baseline: str | None, task_option: tuple[str, ...], gate: tuple[str, ...],
         out: Path | None) -> None:
     """Measure runners × cases under one timing contract and write a receipt."""
@@ -85,11 +99,25 @@ def run(contract: str, task_spec: str, size: str, dtype: str, runners: tuple[str
     from benchbox.run import DEFAULT_RUNNERS, RunConfig
     from benchbox.run import run as do_run
 
+    ropts: dict[str, dict[str, Any]] = {
+        "torch-compile": {"mode": compile_mode},
+        "tensorrt": {"flavour": tensorrt_flavour},
+    }
+    if compile_option:
+        ropts["torch-compile"]["inductor_options"] = _pairs(compile_option, "--compile-option")
+    if aten_fallback:
+        ropts["torch-compile"]["aten_fallbacks"] = list(aten_fallback)
+    for item in runner_option:
+        rname, sep, kv = item.partition(":")
+        if not sep:
+            raise UsageError(f"--runner-option expects RUNNER:KEY=VALUE, got {item!r}")
+        ropts.setdefault(rname, {}).update(_pairs((kv,), "--runner-option"))
     cfg = RunConfig(
         contract=contract, task=task_spec, size=size, dtype=dtype,
         runners=tuple(runners) or DEFAULT_RUNNERS, cases=tuple(cases), device=device,
-        warmup=warmup, samples=samples, out=out, baseline=baseline,
-        runner_options={"torch-compile": {"mode": compile_mode}},
+        warmup=warmup, samples=samples, target_ci=target_ci, max_samples=max_samples,
+        max_time_s=max_time, out=out, baseline=baseline,
+        runner_options={k: v for k, v in ropts.items() if k in (runners or DEFAULT_RUNNERS)},
         task_options=_pairs(task_option, "--task-option"), gates=_pairs(gate, "--gate"),
         command=tuple(["benchbox", *sys.argv[1:]]))
     outcome = do_run(cfg, progress=lambda s: click.echo(s, err=True))

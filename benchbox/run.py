@@ -36,6 +36,10 @@ class RunConfig:
     device: str = "cpu"
     warmup: int = 5
     samples: int = 100
+    #: adaptive sampling: stop when the p50 interval's relative half-width is below this (None: fixed)
+    target_ci: float | None = None
+    max_samples: int = 10_000
+    max_time_s: float = 60.0
     out: Path | None = None
     baseline: str | None = None
     runner_options: dict[str, dict[str, Any]] = field(default_factory=dict)

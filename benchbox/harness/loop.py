@@ -163,7 +163,7 @@ class Harness:
                             "plain event pair: the device span, launch gaps included")
             pre, post = self._hooks(runner, events)
         stages = [m.stages_ns[s] for s in STAGES]
-        for i in range(samples):
+        for _ in range(samples):
             self.sample(task, runner, request, ts, pre, post)
             for k in range(N_STAGES):
                 stages[k].append(ts[k + 1] - ts[k])
