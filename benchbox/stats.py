@@ -1,13 +1,26 @@
-"""Quantiles, distribution-free intervals, and summaries of raw samples."""
+"""Quantiles, distribution-free intervals, summaries of raw samples, floors and noise."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
 QUANTILES = {"p50": 0.50, "p90": 0.90, "p99": 0.99}
+#: Confidence level of every interval in a summary.
+CI_LEVEL = 0.95
+#: A difference under this multiple of the harness's floor is unresolvable.
+FLOOR_MULTIPLE = 3.0
+#: Coefficient of variation above which a result is flagged as noisy.
+NOISE_CV = 0.20
+#: Fraction of Tukey outliers (beyond 1.5 IQR) above which a result is flagged as noisy.
+NOISE_OUTLIER_FRACTION = 0.05
+#: Relative shift between first-half and second-half medians that flags an unsettled run
+#: (only when the two halves' 95% median intervals do not overlap either).
+SETTLE_SHIFT = 0.05
 
 
 def quantile(x: np.ndarray, q: float) -> float:
@@ -15,40 +28,110 @@ def quantile(x: np.ndarray, q: float) -> float:
     return float(np.quantile(x, q))
 
 
-def quantile_ci(sorted_x: np.ndarray, q: float, level: float = 0.95) -> tuple[int, int] | None:
-    """Exact distribution-free two-sided interval for the q-quantile from order statistics.
+@lru_cache(maxsize=4096)
+def ci_ranks(n: int, q: float, level: float = CI_LEVEL,
+             alternative: str = "two-sided") -> tuple[int | None, int | None]:
+    """0-based order-statistic indices bounding the q-quantile, exact binomial.
 
-    Returns the (lo, hi) order-statistic values, or None when n is too small for an
-    interval at this level (never a made-up bound).
+    Same rule as ``scipy.stats.quantile_test(...).confidence_interval()``: each
+    side misses with probability at most (1 - level)/2 for a two-sided interval,
+    1 - level for a one-sided bound ("less": an upper bound; "greater": a lower
+    bound). A side that needs an order statistic beyond the sample is None.
     """
     from scipy.stats import binom
 
-    n = len(sorted_x)
-    if n == 0:
-        return None
-    alpha = 1.0 - level
-    # ranks are 1-based: the interval [x(l), x(u)] covers with prob F(u-1) - F(l-1)
-    lo = int(binom.ppf(alpha / 2, n, q))
-    hi = int(binom.ppf(1 - alpha / 2, n, q)) + 1
-    while lo >= 1 and binom.cdf(hi - 1, n, q) - binom.cdf(lo - 1, n, q) < level:
-        lo -= 1
-    if lo < 1 or hi > n:
-        return None
-    return int(sorted_x[lo - 1]), int(sorted_x[hi - 1])
+    if n < 1:
+        return None, None
+    tail = (1.0 - level) / 2 if alternative == "two-sided" else 1.0 - level
+    bd = binom(n, q)
+    lo = hi = None
+    if alternative in ("two-sided", "greater"):
+        i = int(bd.ppf(tail)) - 1
+        lo = i if i >= 0 else None
+    if alternative in ("two-sided", "less"):
+        j = int(bd.isf(tail))
+        hi = j if j < n else None
+    return lo, hi
 
 
-def min_n_for_ci(q: float, level: float = 0.95) -> int:
-    """Smallest n for which quantile_ci gives a two-sided interval."""
-    n = 1
-    while quantile_ci(np.arange(n), q, level) is None:
-        n += 1 if n < 50 else max(1, n // 50)
-    while n > 1 and quantile_ci(np.arange(n - 1), q, level) is not None:
-        n -= 1
+def quantile_ci(sorted_x: np.ndarray, q: float, level: float = CI_LEVEL) -> tuple[Any, Any] | None:
+    """Exact distribution-free two-sided interval for the q-quantile of sorted samples.
+
+    Returns (lo, hi) order-statistic values, or None when n is too small for a
+    two-sided interval at this level (never a made-up bound).
+    """
+    lo, hi = ci_ranks(len(sorted_x), q, level)
+    if lo is None or hi is None:
+        return None
+    return sorted_x[lo].item(), sorted_x[hi].item()
+
+
+def quantile_upper_bound(sorted_x: np.ndarray, q: float, level: float = CI_LEVEL) -> Any | None:
+    """Exact one-sided upper confidence bound for the q-quantile, or None when n is too small."""
+    _, hi = ci_ranks(len(sorted_x), q, level, "less")
+    return None if hi is None else sorted_x[hi].item()
+
+
+def min_n_for_ci(q: float, level: float = CI_LEVEL, alternative: str = "two-sided") -> int:
+    """Smallest n for which the exact interval (or one-sided upper bound) exists.
+
+    p99 at 95%: 368 two-sided, 299 for a one-sided upper bound; p90: 36.
+    """
+    tail = (1.0 - level) / 2 if alternative == "two-sided" else 1.0 - level
+    worst = max(q, 1.0 - q) if alternative == "two-sided" else q
+    n = max(1, math.ceil(math.log(tail) / math.log(worst)) - 1)
+    while None in _needed_sides(n, q, level, alternative):
+        n += 1
     return n
 
 
-def summarize(samples: Sequence[int], level: float = 0.95) -> dict[str, Any]:
-    """Summary statistics of raw nanosecond samples, with exact quantile intervals."""
+def _needed_sides(n: int, q: float, level: float, alternative: str) -> tuple[int | None, ...]:
+    lo, hi = ci_ranks(n, q, level, alternative)
+    return {"two-sided": (lo, hi), "less": (hi,), "greater": (lo,)}[alternative]
+
+
+def relative_half_width(sorted_x: np.ndarray, q: float = 0.5, level: float = CI_LEVEL) -> float | None:
+    """Half the width of the q-quantile's interval over the point estimate (None if unresolved)."""
+    ci = quantile_ci(sorted_x, q, level)
+    point = quantile(sorted_x, q) if len(sorted_x) else 0.0
+    if ci is None or point <= 0:
+        return None
+    return (float(ci[1]) - float(ci[0])) / 2.0 / point
+
+
+def noise(sorted_x: np.ndarray) -> dict[str, Any]:
+    """Spread and outliers: coefficient of variation, MAD, Tukey-fence outlier counts."""
+    x = np.asarray(sorted_x, dtype=np.float64)
+    n = len(x)
+    if n < 2:
+        return {"cv": None, "mad_ns": None, "outliers": None}
+    mean = float(x.mean())
+    med = float(np.median(x))
+    q1, q3 = np.quantile(x, [0.25, 0.75])
+    iqr = float(q3 - q1)
+    mad = float(np.median(np.abs(x - med)))
+    return {
+        "cv": float(x.std(ddof=1) / mean) if mean > 0 else None,
+        "mad_ns": int(round(mad)),
+        "robust_cv": 1.4826 * mad / med if med > 0 else None,
+        "outliers": {
+            "method": "Tukey fences: beyond 1.5 IQR (and, far, 3 IQR) from the quartiles",
+            "low": int(np.count_nonzero(x < q1 - 1.5 * iqr)),
+            "high": int(np.count_nonzero(x > q3 + 1.5 * iqr)),
+            "far_low": int(np.count_nonzero(x < q1 - 3 * iqr)),
+            "far_high": int(np.count_nonzero(x > q3 + 3 * iqr)),
+        },
+    }
+
+
+def summarize(samples: Sequence[int], level: float = CI_LEVEL) -> dict[str, Any]:
+    """Summary statistics of raw nanosecond samples, with exact quantile intervals and noise.
+
+    ``{key}_ci_ns`` is null when n is too small for a two-sided interval; the
+    reason is listed in ``unresolved``. ``p99_upper_ns`` is the one-sided upper
+    95% bound of p99 (from 299 samples), reported when the two-sided interval
+    is not yet resolvable.
+    """
     x = np.sort(np.asarray(samples, dtype=np.int64))
     n = int(len(x))
     if n == 0:
@@ -59,14 +142,86 @@ def summarize(samples: Sequence[int], level: float = 0.95) -> dict[str, Any]:
     out.update(mean_ns=int(round(float(x.mean()))), min_ns=int(x[0]), max_ns=int(x[-1]),
                std_ns=int(round(float(x.std(ddof=1)))) if n > 1 else 0)
     out["ci_level"] = level
+    out["ci_method"] = "exact binomial order-statistic interval (distribution-free, equal-tailed)"
     unresolved = []
     for key, q in QUANTILES.items():
         ci = quantile_ci(x, q, level)
-        out[f"{key}_ci_ns"] = list(ci) if ci is not None else None
+        out[f"{key}_ci_ns"] = [int(ci[0]), int(ci[1])] if ci is not None else None
         if ci is None:
-            unresolved.append(f"{key} interval needs ≥ {min_n_for_ci(q, level)} samples (have {n})")
+            unresolved.append(f"{key} needs ≥ {min_n_for_ci(q, level)} samples for a two-sided "
+                              f"{level:.0%} interval (have {n})")
+    if out["p99_ci_ns"] is None:
+        up = quantile_upper_bound(x, 0.99, level)
+        out["p99_upper_ns"] = int(up) if up is not None else None
+        if up is None:
+            unresolved.append(f"p99 needs ≥ {min_n_for_ci(0.99, level, 'less')} samples for a "
+                              f"one-sided {level:.0%} upper bound (have {n})")
     if unresolved:
         out["unresolved"] = unresolved
+    out["noise"] = noise(x)
+    return out
+
+
+def steady_state(samples: Sequence[int], shift: float = SETTLE_SHIFT,
+                 level: float = CI_LEVEL) -> dict[str, Any]:
+    """First-half vs second-half medians, in sampling order: did the run settle?
+
+    A run is flagged as unsettled when the halves' medians differ by more than
+    ``shift`` (relative to the first half) and their exact median intervals do
+    not overlap (a drift, not noise).
+    """
+    x = np.asarray(samples, dtype=np.int64)
+    n = len(x)
+    half = n // 2
+    out: dict[str, Any] = {"method": "first-half vs second-half median", "threshold": shift}
+    if half < min_n_for_ci(0.5, level):
+        return {**out, "checked": False, "settled": None,
+                "note": f"needs ≥ {2 * min_n_for_ci(0.5, level)} samples"}
+    a, b = np.sort(x[:half]), np.sort(x[n - half:])
+    ma, mb = quantile(a, 0.5), quantile(b, 0.5)
+    ca, cb = quantile_ci(a, 0.5, level), quantile_ci(b, 0.5, level)
+    rel = (mb - ma) / ma if ma > 0 else 0.0
+    overlap = ca is None or cb is None or not (ca[1] < cb[0] or cb[1] < ca[0])
+    return {**out, "checked": True, "settled": not (abs(rel) > shift and not overlap),
+            "first_half_p50_ns": int(round(ma)), "second_half_p50_ns": int(round(mb)),
+            "shift": float(rel), "intervals_overlap": bool(overlap)}
+
+
+def floor_resolvable(delta_ns: float, floor_ns: float | None, multiple: float = FLOOR_MULTIPLE) -> bool:
+    """Whether a difference is resolvable: at least ``multiple`` × the harness's floor.
+
+    An unknown floor (None) resolves nothing.
+    """
+    if floor_ns is None:
+        return False
+    return abs(delta_ns) >= multiple * floor_ns
+
+
+def floor_for(calibration: dict[str, Any] | None, clock_used: str) -> int | None:
+    """The floor of a result measured with ``clock_used`` ("host" or "device"), from a receipt."""
+    if not calibration:
+        return None
+    floors = calibration.get("floors") or {}
+    v = floors.get(clock_used)
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def caveats(summary: dict[str, Any], steady: dict[str, Any] | None = None,
+            cv_limit: float = NOISE_CV, outlier_limit: float = NOISE_OUTLIER_FRACTION) -> list[str]:
+    """Reasons to read a result with care: unresolved intervals, noise, an unsettled run."""
+    out = list(summary.get("unresolved", []))
+    nz = summary.get("noise") or {}
+    n = summary.get("n", 0)
+    if nz.get("cv") is not None and nz["cv"] > cv_limit:
+        out.append(f"noise: coefficient of variation {nz['cv']:.1%} exceeds {cv_limit:.0%}")
+    o = nz.get("outliers")
+    if o and n and (o["low"] + o["high"]) / n > outlier_limit:
+        out.append(f"noise: {o['low'] + o['high']} of {n} samples are Tukey outliers "
+                   f"(over {outlier_limit:.0%})")
+    if steady and steady.get("settled") is False:
+        out.append(f"unsettled: second-half median {steady['shift']:+.1%} from the first half "
+                   f"({steady['first_half_p50_ns']} → {steady['second_half_p50_ns']} ns); "
+                   "more warm-up may be needed")
     return out
 
 
