@@ -1,0 +1,110 @@
+"""Contracts are data: built-ins load, bad declarations are refused with one line and exit 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchbox.contracts import STAGES, builtin_names, contract_from_dict, load_contract
+from benchbox.errors import UsageError
+
+GOOD = {"name": "x", "version": 1, "stages": ["h2d", "compute", "d2h"], "clock": "host"}
+
+
+def test_builtins_declare_the_documented_regions() -> None:
+    assert {"public_task_call_wall", "model_io_wall", "device_compute", "device_span"} <= set(builtin_names())
+    pub = load_contract("public_task_call_wall")
+    assert (pub.first, pub.last, pub.clock) == ("parse", "serialize", "host")
+    assert pub.stages == STAGES
+    io = load_contract("model_io_wall")
+    assert io.stages == ("h2d", "compute", "d2h") and io.clock == "host"
+    dev = load_contract("device_compute")
+    assert dev.stages == ("compute",) and dev.clock == "device" and dev.policy.hold_stream
+    assert not load_contract("device_span").policy.hold_stream
+
+
+def test_hash_is_sha256_of_canonical_form_and_tracks_meaning() -> None:
+    a = contract_from_dict(GOOD)
+    assert len(a.hash) == 64 and int(a.hash, 16) >= 0
+    assert contract_from_dict({**GOOD, "description": "other words"}).hash == a.hash
+    assert contract_from_dict({**GOOD, "clock": "device"}).hash != a.hash
+    assert contract_from_dict({**GOOD, "policy": {"sync_at_close": "stream"}}).hash != a.hash
+    hashes = {load_contract(n).hash for n in builtin_names()}
+    assert len(hashes) == len(builtin_names())
+
+
+@pytest.mark.parametrize(("patch", "needle"), [
+    ({"stages": ["parse", "compute"]}, "not contiguous"),
+    ({"stages": ["compute", "h2d"]}, "out of pipeline order"),
+    ({"stages": ["h2d", "warp"]}, "unknown stage 'warp'"),
+    ({"stages": []}, "empty"),
+    ({"stages": ["compute", "compute"]}, "repeats"),
+    ({"clock": "device", "stages": ["d2h", "reduce"]}, "cannot time host stage(s) reduce"),
+    ({"clock": "sundial"}, "clock must be one of"),
+    ({"version": "1"}, "'version' must be int"),
+    ({"policy": {"sync_at_close": "maybe"}}, "sync_at_close"),
+    ({"policy": {"hold_stream": True}}, "hold_stream applies only to the device clock"),
+    ({"policy": {"bogus": 1}}, "unknown policy field 'bogus'"),
+    ({"extra": 1}, "unknown field 'extra'"),
+])
+def test_invalid_declarations_name_the_problem(patch: dict, needle: str) -> None:
+    with pytest.raises(UsageError) as e:
+        contract_from_dict({**GOOD, **patch})
+    assert needle in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("missing", ["name", "version", "stages", "clock"])
+def test_missing_field_is_refused(missing: str) -> None:
+    d = dict(GOOD)
+    del d[missing]
+    with pytest.raises(UsageError, match=f"missing field '{missing}'"):
+        contract_from_dict(d)
+
+
+def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "benchbox", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=120)
+
+
+@pytest.mark.parametrize("body", [
+    'name = "gap"\nversion = 1\nstages = ["parse", "compute"]\nclock = "host"\n',
+    'name = "broken"\nversion = 1\nstages = ["parse"\n',
+    'name = "devhost"\nversion = 1\nstages = ["parse"]\nclock = "device"\n',
+])
+def test_cli_refuses_bad_contract_files_with_one_line_and_exit_2(tmp_path: Path, body: str) -> None:
+    f = tmp_path / "c.toml"
+    f.write_text(body)
+    for args in (["contracts", str(f)], ["run", "--contract", str(f), "--out", str(tmp_path / "r.json")]):
+        r = _cli(*args)
+        assert r.returncode == 2, r.stderr
+        assert r.stderr.startswith("benchbox: error:") and r.stderr.count("\n") == 1, r.stderr
+        assert "Traceback" not in r.stderr
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_cli_unknown_contract_exit_2() -> None:
+    r = _cli("run", "--contract", "no_such_contract")
+    assert r.returncode == 2
+    assert "unknown contract 'no_such_contract'" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_cli_lists_and_shows_contracts() -> None:
+    r = _cli("contracts")
+    assert r.returncode == 0 and "public_task_call_wall" in r.stdout and "model_io_wall" in r.stdout
+    r = _cli("contracts", "model_io_wall")
+    lines = r.stdout.splitlines()
+    inside = [ln.split()[-1] for ln in lines if ln.strip().startswith("[x]")]
+    outside = [ln.split()[-1] for ln in lines if ln.strip().startswith("[ ]")]
+    assert inside == ["h2d", "compute", "d2h"]
+    assert outside == ["parse", "preprocess", "reduce", "answer", "serialize"]
+
+
+def test_user_contract_file_loads(tmp_path: Path) -> None:
+    f = tmp_path / "mine.toml"
+    f.write_text('name = "mine"\nversion = 2\nstages = ["preprocess", "h2d"]\nclock = "host"\n')
+    c = load_contract(str(f))
+    assert (c.first, c.last, c.version, c.source) == ("preprocess", "h2d", 2, str(f))
