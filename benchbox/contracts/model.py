@@ -99,6 +99,17 @@ class Contract:
         return d
 
 
+#: Longest contract name, and largest contract file read.
+MAX_NAME = 128
+MAX_CONTRACT_BYTES = 1024 * 1024
+
+
+def _short(value: Any) -> str:
+    """A value for an error message: its repr, cut to one short line."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _require(data: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
     if key not in data:
         raise UsageError(f"{where}: missing field '{key}'")
@@ -117,12 +128,13 @@ def contract_from_dict(data: Any, where: str = "contract", source: str = "builti
         raise UsageError(f"{where}: a contract must be a table, got {type(data).__name__}")
     known = {"name", "version", "description", "stages", "clock", "policy",
              "first", "last", "hash", "source"}
-    unknown = sorted(set(data) - known)
+    unknown = sorted(str(k) for k in set(data) - known)
     if unknown:
-        raise UsageError(f"{where}: unknown field '{unknown[0]}'")
+        raise UsageError(f"{where}: unknown field {_short(unknown[0])}")
     name = _require(data, "name", str, where)
-    if not name or not name.replace("_", "").replace("-", "").isalnum():
-        raise UsageError(f"{where}: name must be letters, digits, '_' or '-', got {name!r}")
+    if not name or len(name) > MAX_NAME or not name.replace("_", "").replace("-", "").isalnum():
+        raise UsageError(f"{where}: name must be 1-{MAX_NAME} letters, digits, '_' or '-', "
+                         f"got {name[:60]!r}")
     version = _require(data, "version", int, where)
     if version < 1:
         raise UsageError(f"{where}: version must be ≥ 1, got {version}")
@@ -134,7 +146,7 @@ def contract_from_dict(data: Any, where: str = "contract", source: str = "builti
         raise UsageError(f"{where}: 'stages' is empty; the region needs at least one stage")
     for s in stages:
         if not isinstance(s, str) or s not in STAGES:
-            raise UsageError(f"{where}: unknown stage {s!r} (stages are {', '.join(STAGES)})")
+            raise UsageError(f"{where}: unknown stage {_short(s)} (stages are {', '.join(STAGES)})")
     if len(set(stages)) != len(stages):
         raise UsageError(f"{where}: stage list repeats a stage: {', '.join(stages)}")
     idx = [STAGES.index(s) for s in stages]
@@ -144,9 +156,12 @@ def contract_from_dict(data: Any, where: str = "contract", source: str = "builti
         missing = [STAGES[i] for i in range(idx[0], idx[-1] + 1) if i not in idx]
         raise UsageError(
             f"{where}: stages are not contiguous: {', '.join(stages)} skips {', '.join(missing)}")
+    for key, value in (("first", stages[0]), ("last", stages[-1])):
+        if key in data and data[key] != value:
+            raise UsageError(f"{where}: '{key}' is {_short(data[key])} but the stages say {value!r}")
     clock = _require(data, "clock", str, where)
     if clock not in CLOCKS:
-        raise UsageError(f"{where}: clock must be one of {', '.join(CLOCKS)}, got {clock!r}")
+        raise UsageError(f"{where}: clock must be one of {', '.join(CLOCKS)}, got {_short(clock)}")
     if clock == "device":
         host_only = [s for s in stages if s not in DEVICE_STAGES]
         if host_only:
@@ -165,9 +180,9 @@ def contract_from_dict(data: Any, where: str = "contract", source: str = "builti
                 raise UsageError(
                     f"{where}: policy.{key} must be {type(default).__name__}, got {type(value).__name__}")
             kw[key] = value
-    extra = sorted(set(pol) - set(asdict(defaults)))
+    extra = sorted(str(k) for k in set(pol) - set(asdict(defaults)))
     if extra:
-        raise UsageError(f"{where}: unknown policy field '{extra[0]}'")
+        raise UsageError(f"{where}: unknown policy field {_short(extra[0])}")
     policy = Policy(**kw)
     if policy.state not in STATES:
         raise UsageError(f"{where}: policy.state must be one of {', '.join(STATES)}")
@@ -180,10 +195,16 @@ def contract_from_dict(data: Any, where: str = "contract", source: str = "builti
 
 
 def parse_contract_toml(text: str, where: str) -> Contract:
+    """Parse a contract declaration written in TOML; UsageError with one line on any problem."""
+    if len(text) > MAX_CONTRACT_BYTES:
+        raise UsageError(f"{where}: contract is over the {MAX_CONTRACT_BYTES}-byte limit")
     try:
         data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise UsageError(f"{where}: not valid TOML: {e}") from None
+    except RecursionError:
+        raise UsageError(f"{where}: not valid TOML: nested too deeply") from None
+    except ValueError as e:  # TOMLDecodeError, and integers too long to convert
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UsageError(f"{where}: not valid TOML: {msg[:200]}") from None
     return contract_from_dict(data, where=where, source=where)
 
 
@@ -205,16 +226,23 @@ def load_contract(name_or_path: str) -> Contract:
         c = parse_contract_toml(p.read_text(), where=name_or_path)
         return Contract(**{**c.__dict__, "source": "builtin"})
     path = Path(name_or_path)
-    if path.suffix == ".toml" or path.exists():
-        if not path.is_file():
-            raise UsageError(f"contract file not found: {name_or_path}")
+    try:
+        exists = path.exists()
+    except (OSError, ValueError):  # a name too long for a path, or one with a NUL byte
+        exists = False
+    if path.suffix == ".toml" or exists:
         try:
+            if not path.is_file():
+                raise UsageError(f"contract file not found: {_short(name_or_path)}")
+            if path.stat().st_size > MAX_CONTRACT_BYTES:
+                raise UsageError(f"{path}: contract is over the {MAX_CONTRACT_BYTES}-byte limit")
             text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise UsageError(f"cannot read contract {name_or_path}: {e}") from None
+        except (OSError, ValueError) as e:  # ValueError: undecodable bytes, or a NUL in the path
+            raise UsageError(f"cannot read contract {_short(name_or_path)}: "
+                             f"{getattr(e, 'strerror', None) or e}") from None
         return parse_contract_toml(text, where=str(path))
     raise UsageError(
-        f"unknown contract '{name_or_path}' (built-in: {', '.join(builtin_names())}; "
+        f"unknown contract {_short(name_or_path)} (built-in: {', '.join(builtin_names())}; "
         "or give a path to a .toml file)")
 
 
