@@ -127,13 +127,75 @@ def run(contract: str, task_spec: str, size: str, dtype: str, runners: tuple[str
 
 
 @main.command()
-@click.argument("receipt", type=click.Path(path_type=Path))
-def show(receipt: Path) -> None:
-    """Print the summary table of a receipt."""
+@click.argument("receipts", nargs=-1, required=True, type=click.Path(path_type=Path))
+def show(receipts: tuple[Path, ...]) -> None:
+    """Print the summary table of a receipt, or several receipts side by side."""
     from benchbox.receipts import load_receipt
     from benchbox.render import results_table
 
-    click.echo(results_table(load_receipt(receipt)))
+    if len(receipts) == 1:
+        click.echo(results_table(load_receipt(receipts[0])))
+        return
+    from benchbox.receipts.compare_render import side_by_side
+
+    click.echo(side_by_side([load_receipt(r) for r in receipts], [str(r) for r in receipts]))
+
+
+@main.command()
+@click.argument("base", type=click.Path(path_type=Path))
+@click.argument("head", type=click.Path(path_type=Path))
+@click.option("--threshold", default="5%", show_default=True,
+              help="Relative change that counts, in percent (5 or 5%).")
+@click.option("--metric", type=click.Choice(["p50", "p99", "both"]), default="p50", show_default=True)
+@click.option("--accept", multiple=True,
+              help="Compare rows despite this kind of difference: device, model, options, fallbacks "
+                   "(repeatable).")
+@click.option("--alpha", default=0.05, show_default=True, type=float,
+              help="Family-wise error rate (Holm across rows).")
+@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table",
+              show_default=True)
+def diff(base: Path, head: Path, threshold: str, metric: str, accept: tuple[str, ...], alpha: float,
+         fmt: str) -> None:
+    """Compare two receipts row by row; exit 1 on a regression, 2 on a refused comparison."""
+    import os
+
+    from benchbox.receipts import compare_render as cr
+    from benchbox.receipts.diff import ComparisonRefused, DiffOptions, accept_kinds, diff_files
+
+    raw = threshold.strip().rstrip("%")
+    try:
+        th = float(raw) / 100
+    except ValueError:
+        raise UsageError(f"--threshold expects a percentage such as 5 or 5%, got {threshold!r}") from None
+    opts = DiffOptions(threshold=th, metric=metric, alpha=alpha, accept=accept_kinds(accept))
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    try:
+        result = diff_files(base, head, opts)
+    except ComparisonRefused as e:
+        if summary:
+            with open(summary, "a", encoding="utf-8") as f:
+                f.write(f"### ⛔ benchbox diff refused\n\n{e}\n")
+        raise
+    render = {"table": cr.diff_table, "markdown": cr.diff_markdown, "json": cr.diff_json}[fmt]
+    click.echo(render(result))
+    if summary:
+        with open(summary, "a", encoding="utf-8") as f:
+            f.write(cr.diff_markdown(result))
+    sys.exit(result.exit_code)
+
+
+@main.command()
+@click.argument("receipt", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["pyperf", "csv", "parquet"]), required=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Output file; default next to the receipt (.pyperf.json, .csv, .parquet).")
+def export(receipt: Path, fmt: str, output: Path | None) -> None:
+    """Export a receipt's raw samples for pyperf, or as CSV/Parquet (one row per sample)."""
+    from benchbox.receipts import load_receipt
+    from benchbox.receipts.export import default_output, export_receipt
+
+    path = export_receipt(load_receipt(receipt), fmt, output or default_output(receipt, fmt))
+    click.echo(f"wrote {path}")
 
 
 @main.command()
