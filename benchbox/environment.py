@@ -51,6 +51,7 @@ def collect(device: str) -> dict[str, Any]:
         "device": device,
         "benchbox": __version__,
         "git": git_state(),
+        "system": system_metadata(),
     }
     if "torch" in sys.modules or device != "none":
         import torch
@@ -68,6 +69,7 @@ def collect(device: str) -> dict[str, Any]:
                 "multiprocessors": props.multi_processor_count,
             }
             env["gpu"].update(_nvidia_smi(idx))
+            env["gpu_state_before"] = gpu_state(device)
     return env
 
 
@@ -84,3 +86,125 @@ def _nvidia_smi(index: int) -> dict[str, Any]:
     vals = [v.strip() for v in r.stdout.strip().split(",")]
     return dict(zip(["driver", "sm_clock_mhz", "mem_clock_mhz", "max_sm_clock_mhz",
                      "temperature_c", "power_w"], vals))
+
+
+def cpu_governors() -> dict[str, int]:
+    """Count of CPUs per frequency-scaling governor (empty where sysfs has none)."""
+    out: dict[str, int] = {}
+    for p in sorted(Path("/sys/devices/system/cpu").glob("cpu[0-9]*/cpufreq/scaling_governor")):
+        try:
+            g = p.read_text().strip()
+        except OSError:
+            continue
+        out[g] = out.get(g, 0) + 1
+    return out
+
+
+def system_metadata() -> dict[str, Any]:
+    """CPU frequency, governor, load and other system metadata via pyperf, when installed."""
+    out: dict[str, Any] = {"cpu_governors": cpu_governors()}
+    try:
+        from pyperf._collect_metadata import collect_metadata
+    except ImportError:
+        out["note"] = ("pyperf is not installed (pip install 'benchbox[analysis]'): "
+                       "CPU frequency and system metadata not recorded")
+        return out
+    try:
+        md = collect_metadata(process=False)
+    except Exception as e:  # pyperf reads many system files; any of them may fail
+        out["note"] = f"pyperf could not collect metadata: {type(e).__name__}: {e}"
+        return out
+    out["pyperf"] = {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in md.items()}
+    return out
+
+
+#: NVML clock-event (throttle) reason bits → names.
+THROTTLE_REASONS = {
+    0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
+    0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting",
+}
+
+
+def throttle_names(mask: int) -> list[str]:
+    """Decode an NVML throttle-reason bitmask (unknown bits are listed in hex)."""
+    names = [n for bit, n in THROTTLE_REASONS.items() if mask & bit]
+    rest = mask & ~sum(THROTTLE_REASONS)
+    return names + ([hex(rest)] if rest else [])
+
+
+def nvml_id(device: str) -> str | None:
+    """The NVML/nvidia-smi identifier (UUID) of a torch CUDA device, robust to CUDA_VISIBLE_DEVICES."""
+    try:
+        import torch
+
+        uuid = str(torch.cuda.get_device_properties(torch.device(device).index or 0).uuid)
+    except Exception:
+        return None
+    return uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
+
+
+def _gpu_state_nvml(ident: str) -> dict[str, Any]:
+    import pynvml
+
+    pynvml.nvmlInit()
+    try:
+        h = pynvml.nvmlDeviceGetHandleByUUID(ident)
+        getter = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+            pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        mask = int(getter(h))
+        return {
+            "source": "nvml",
+            "sm_clock_mhz": int(pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)),
+            "mem_clock_mhz": int(pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM)),
+            "max_sm_clock_mhz": int(pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM)),
+            "temperature_c": int(pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU)),
+            "power_w": float(pynvml.nvmlDeviceGetPowerUsage(h)) / 1000.0,
+            "pstate": int(pynvml.nvmlDeviceGetPerformanceState(h)),
+            "throttle_reasons_mask": mask,
+            "throttle_reasons": throttle_names(mask),
+        }
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _gpu_state_smi(ident: str) -> dict[str, Any]:
+    fields = ("clocks.sm", "clocks.mem", "clocks.max.sm", "temperature.gpu", "power.draw", "pstate",
+              "clocks_throttle_reasons.active")
+    r = subprocess.run(["nvidia-smi", f"--id={ident}", f"--query-gpu={','.join(fields)}",
+                        "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=10)
+    if r.returncode != 0:
+        raise OSError(r.stderr.strip().splitlines()[0] if r.stderr.strip() else f"exit {r.returncode}")
+    vals = [v.strip() for v in r.stdout.strip().splitlines()[0].split(",")]
+    out: dict[str, Any] = {"source": "nvidia-smi"}
+    for key, v in zip(["sm_clock_mhz", "mem_clock_mhz", "max_sm_clock_mhz", "temperature_c",
+                       "power_w", "pstate", "throttle_reasons_mask"], vals):
+        out[key] = v
+    try:
+        mask = int(out["throttle_reasons_mask"], 16)
+        out["throttle_reasons_mask"] = mask
+        out["throttle_reasons"] = throttle_names(mask)
+    except (KeyError, ValueError):
+        pass
+    return out
+
+
+def gpu_state(device: str) -> dict[str, Any]:
+    """GPU clocks, throttle reasons, temperature and power now: NVML, else nvidia-smi, else a note."""
+    if not device.startswith("cuda"):
+        return {"note": "not a CUDA device"}
+    ident = nvml_id(device)
+    if ident is None:
+        return {"note": f"cannot identify {device} (no CUDA device visible to torch)"}
+    notes = []
+    try:
+        return {"id": ident, **_gpu_state_nvml(ident)}
+    except ImportError:
+        notes.append("pynvml not installed (pip install nvidia-ml-py)")
+    except Exception as e:  # NVML raises its own error types
+        notes.append(f"NVML failed: {type(e).__name__}: {e}")
+    try:
+        return {"id": ident, **_gpu_state_smi(ident), "note": "; ".join(notes)}
+    except (OSError, subprocess.SubprocessError, IndexError) as e:
+        notes.append(f"nvidia-smi failed: {type(e).__name__}: {e}")
+    return {"id": ident, "note": "GPU state not recorded: " + "; ".join(notes)}

@@ -186,13 +186,14 @@ def run(cfg: RunConfig, progress: Progress = lambda s: None) -> RunOutcome:
     write_receipt(out, receipt)
 
     for name in cfg.runners:
-        reason = availability(name, cfg.device)
         opts = cfg.runner_options.get(name, {})
+        reason = availability(name, cfg.device, opts)
         if reason is not None:
-            progress(f"{name}: cannot run: {reason}")
+            progress(f"{name}: cannot run: {reason}; gathering build facts")
+            report = {"options": opts, **_unavailable_facts(name, cfg.device, opts, task, example, progress),
+                      "unavailable": reason}
             for case in cases:
-                receipt["results"].append(_row(name, case, "failed", [reason],
-                                               runner_report={"options": opts, "unavailable": reason}))
+                receipt["results"].append(_row(name, case, "failed", [reason], runner_report=report))
             write_receipt(out, receipt)
             continue
         phases = PhaseTimer()
@@ -221,6 +222,20 @@ def run(cfg: RunConfig, progress: Progress = lambda s: None) -> RunOutcome:
     receipt["complete"] = True
     write_receipt(out, receipt)
     return RunOutcome(out, receipt)
+
+
+def _unavailable_facts(name: str, device: str, opts: dict[str, Any], task: Task, example: Any,
+                       progress: Progress) -> dict[str, Any]:
+    """What a runner that cannot run here can still tell (build facts); never samples."""
+    phases = PhaseTimer()
+    try:
+        facts = make_runner(name, device, opts).gather_facts(task, example, phases)
+    except UsageError:
+        raise
+    except Exception as e:
+        progress(f"{name}: gathering build facts failed: {_error_line(e)}")
+        facts = {"facts_error": _error_line(e), "traceback": traceback.format_exc(limit=8)}
+    return {**facts, "prepare_s": dict(phases.seconds)} if facts or phases.seconds else {}
 
 
 def _measure_case(harness: Harness, task: Task, runner: Any, case: Any, reference: CallTrace,

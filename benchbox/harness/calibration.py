@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from typing import Any
 
 import numpy as np
@@ -9,6 +11,7 @@ import numpy as np
 from benchbox.contracts import Contract
 from benchbox.harness.clocks import HostClock, host_clock
 from benchbox.runners.base import Runner
+from benchbox.stats import FLOOR_MULTIPLE
 from benchbox.tasks.base import Case, Task
 
 
@@ -67,41 +70,85 @@ def clock_read_ns(clock: HostClock = host_clock, n: int = 20_000) -> int:
 
 
 def empty_call_ns(contract: Contract, clock: HostClock = host_clock, n: int = 2_000) -> dict[str, int]:
-    """The region's floor: the null task through every stage under the contract."""
+    """The region's floor: the null task through every stage under the contract, host clock."""
     from benchbox.harness.loop import Harness
 
-    host_contract = contract if contract.clock == "host" else Contract(
-        **{**contract.__dict__, "clock": "host"})
+    host_contract = contract if contract.clock == "host" else dataclasses.replace(
+        contract, clock="host", policy=dataclasses.replace(contract.policy, hold_stream=False))
     m = Harness(host_contract, clock).measure(NullTask(), NullRunner(), b"{}", samples=n, warmup=100)
-    full = np.asarray(m.stages_ns["parse"]) * 0
-    for v in m.stages_ns.values():
-        full = full + np.asarray(v)
-    return {"region_p50_ns": int(np.median(m.samples_ns)), "call_p50_ns": int(np.median(full))}
+    region = np.asarray(m.samples_ns, dtype=np.int64)
+    full = np.sum([np.asarray(v, dtype=np.int64) for v in m.stages_ns.values()], axis=0)
+    return {"region_p50_ns": int(np.median(region)), "region_p90_ns": int(np.quantile(region, 0.9)),
+            "call_p50_ns": int(np.median(full)), "empty_call_samples": n}
 
 
-def event_pair_ns(stream: Any, n: int = 200) -> int | None:
-    """Median elapsed time of an empty device event pair on ``stream`` (CUDA only)."""
+def event_pair_ns(stream: Any, n: int = 200, hold_cycles: int = 0) -> int | None:
+    """Median elapsed time of an empty device event pair on ``stream`` (CUDA only).
+
+    With ``hold_cycles`` the pair is enqueued behind a blocking kernel, so it measures
+    the device-side floor alone (as under a ``hold_stream`` contract); without, it
+    includes the host's enqueue gap between the two records.
+    """
     if stream is None:
         return None
     import torch
 
     out = []
-    for _ in range(n):
+    for i in range(n + 1):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record(stream)
-        b.record(stream)
+        with torch.cuda.stream(stream):
+            if hold_cycles:
+                torch.cuda._sleep(hold_cycles)
+            a.record(stream)
+            b.record(stream)
         b.synchronize()
-        out.append(a.elapsed_time(b) * 1e6)
+        if i:  # the first pair warms up
+            out.append(a.elapsed_time(b) * 1e6)
     return int(round(float(np.median(out))))
 
 
+def stream_sync_ns(stream: Any, clock: HostClock = host_clock, n: int = 200) -> int | None:
+    """Median host cost of synchronizing an idle stream (CUDA only)."""
+    if stream is None:
+        return None
+    stream.synchronize()
+    t = []
+    for _ in range(n):
+        t0 = clock()
+        stream.synchronize()
+        t.append(clock() - t0)
+    return int(np.median(t))
+
+
 def calibrate(contract: Contract, device: str, clock: HostClock = host_clock) -> dict[str, Any]:
-    """Floors measured before the samples, recorded in the receipt's ``calibration``."""
-    cal: dict[str, Any] = {"clock": "time.perf_counter_ns", "clock_read_ns": clock_read_ns(clock)}
+    """Floors measured before the samples, recorded in the receipt's ``calibration``.
+
+    ``floors`` gives, per clock a result may be measured with, the harness's own cost
+    of that measurement; a difference under ``floor_multiple`` × the floor is
+    unresolvable (``benchbox.stats.floor_resolvable``).
+    """
+    info = time.get_clock_info("perf_counter")
+    cal: dict[str, Any] = {"clock": "time.perf_counter_ns", "clock_resolution_ns": int(info.resolution * 1e9),
+                           "clock_read_ns": clock_read_ns(clock)}
     cal.update(empty_call_ns(contract, clock))
+    host_floor = cal["region_p50_ns"]
+    device_floor: int | None = None
     if device.startswith("cuda"):
         import torch
 
         stream = torch.cuda.Stream(device=device)
         cal["event_pair_ns"] = event_pair_ns(stream)
+        cal["event_pair_held_ns"] = event_pair_ns(stream, hold_cycles=1_000_000)
+        cal["stream_sync_ns"] = stream_sync_ns(stream, clock)
+        if contract.policy.sync_at_close != "none":
+            host_floor += cal["stream_sync_ns"] or 0
+        device_floor = cal["event_pair_held_ns"] if contract.policy.hold_stream else cal["event_pair_ns"]
+    cal["floors"] = {"host": host_floor, "device": device_floor}
+    cal["floor_multiple"] = FLOOR_MULTIPLE
+    cal["floor_rule"] = (f"a difference under {FLOOR_MULTIPLE:g}× the floor of its clock is unresolvable: "
+                         "host = the empty call's region p50 under this contract"
+                         + (" plus an idle stream sync" if device.startswith("cuda")
+                            and contract.policy.sync_at_close != "none" else "")
+                         + "; device = an empty event pair"
+                         + (" behind a blocking kernel" if contract.policy.hold_stream else ""))
     return cal

@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
 
 from benchbox.contracts import STAGES, Contract
 from benchbox.harness.clocks import DeviceEvents, HostClock, host_clock
@@ -176,3 +179,48 @@ class Harness:
         else:
             m.stop_reason = f"fixed sample count {samples} reached"
         return m
+
+
+#: Device event timing resolves about 0.5 µs; differences within this are not violations.
+CROSS_CHECK_TOLERANCE_NS = 1_000
+
+
+def clock_cross_check(m: Measurement, contract: Contract) -> dict[str, Any] | None:
+    """Check each device-timed sample against the host span that must contain its device work.
+
+    The start event is recorded after the host stamps the region's opening boundary;
+    the end event is complete by the first synchronization after it: the closing
+    sync when the contract declares one, else the ``d2h`` stage's own synchronization.
+    So the host span from the opening stamp to that boundary can never be shorter
+    than the device time; a sample where it is means the accounting is wrong.
+    Also counts (for information) samples where the host time of the region's own
+    stages is shorter than the device time, which is expected for asynchronous work.
+    None when the samples were not device-timed.
+    """
+    if m.clock_used != "device" or not m.samples_ns:
+        return None
+    a, b = contract.first_index, contract.last_index + 1
+    d2h_end = STAGES.index("d2h") + 1
+    out: dict[str, Any] = {"checked": False, "samples": len(m.samples_ns), "violations": 0,
+                           "tolerance_ns": CROSS_CHECK_TOLERANCE_NS}
+    if contract.policy.sync_at_close != "none":
+        s = b
+        why = f"closing synchronization ({contract.policy.sync_at_close})"
+    elif b < d2h_end:
+        s = d2h_end
+        why = "the d2h stage's synchronization"
+    else:
+        out["note"] = ("no synchronization follows the closing event inside the call: "
+                       "no host span bounds the device time")
+        return out
+    stages = [np.asarray(m.stages_ns[st], dtype=np.int64) for st in STAGES]
+    dev = np.asarray(m.samples_ns, dtype=np.int64)
+    span = np.sum(stages[a:s], axis=0)
+    region = np.sum(stages[a:b], axis=0)
+    excess = dev - span
+    bad = excess > CROSS_CHECK_TOLERANCE_NS
+    out.update(checked=True, host_span=f"{STAGES[a]}..{STAGES[s - 1]} (host clock, through {why})",
+               violations=int(np.count_nonzero(bad)),
+               max_excess_ns=int(excess.max()),
+               host_region_shorter=int(np.count_nonzero(region < dev)))
+    return out

@@ -14,6 +14,7 @@ __all__ = ["Phases", "Runner", "RunnerUnavailable", "RUNNERS", "runner_class", "
 RUNNERS: dict[str, str] = {
     "torch-eager": "benchbox.runners.torch_eager:TorchEagerRunner",
     "torch-compile": "benchbox.runners.torch_compile:TorchCompileRunner",
+    "tensorrt": "benchbox.runners.tensorrt:TensorRTRunner",
 }
 
 
@@ -24,13 +25,13 @@ def runner_class(name: str) -> type[Runner]:
     return getattr(importlib.import_module(mod), cls)
 
 
-def availability(name: str, device: str) -> str | None:
+def availability(name: str, device: str, options: dict[str, Any] | None = None) -> str | None:
     """None when ready, else the precise reason the runner cannot run on ``device``."""
     try:
         cls = runner_class(name)
     except ImportError as e:
         return f"cannot import: {e}"
-    return cls.availability(device)
+    return cls.availability_for(device, options)
 
 
 def make_runner(name: str, device: str, options: dict[str, Any] | None = None) -> Runner:

@@ -47,6 +47,18 @@ class Runner(ABC):
         """None when the runner can run on ``device``, else the reason it cannot."""
         return None
 
+    @classmethod
+    def availability_for(cls, device: str, options: dict[str, Any] | None) -> str | None:
+        """Like ``availability``, for these runner options (e.g. a chosen backend flavour)."""
+        return cls.availability(device)
+
+    def gather_facts(self, task: Any, example: tuple[np.ndarray, ...], phases: Phases) -> dict[str, Any]:
+        """For a runner that cannot run here: the build facts it can still gather (never timings).
+
+        The run puts them in the runner report of its ``failed`` rows. The default has none.
+        """
+        return {}
+
     @abstractmethod
     def prepare(self, task: Any, model: Any, example: tuple[np.ndarray, ...], phases: Phases) -> None:
         """Build or compile; never inside any contract."""
