@@ -1,0 +1,88 @@
+"""Figures from receipts: quantiles, stages, ecdf and diff (matplotlib, headless).
+
+Importing this package is cheap; matplotlib is imported when a figure is drawn.
+Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from benchbox.errors import UsageError
+from benchbox.plots._common import LabelledReceipt
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = ["KINDS", "FORMATS", "LabelledReceipt", "figure", "label_receipts", "render"]
+
+#: kind → module that draws it
+KINDS: dict[str, str] = {
+    "quantiles": "benchbox.plots.quantiles",
+    "stages": "benchbox.plots.stages",
+    "ecdf": "benchbox.plots.ecdf",
+    "diff": "benchbox.plots.diff",
+}
+FORMATS = (".png", ".svg")
+DEFAULT_THRESHOLD = 0.05
+
+
+def label_receipts(paths: Sequence[Path], receipts: Sequence[dict[str, Any]]) -> list[LabelledReceipt]:
+    """Short, unique labels for receipts: the file stem, widened only where stems collide."""
+    labels = [Path(p).stem for p in paths]
+    if len(set(labels)) < len(labels):
+        labels = [f"{Path(p).parent.name}/{Path(p).stem}" for p in paths]
+    if len(set(labels)) < len(labels):
+        labels = [f"{lab}#{i + 1}" for i, lab in enumerate(labels)]
+    return [LabelledReceipt(lab, r) for lab, r in zip(labels, receipts)]
+
+
+def figure(receipts: Sequence[LabelledReceipt], kind: str = "quantiles",
+           threshold: float = DEFAULT_THRESHOLD) -> Figure:
+    """Draw one kind of figure from labelled receipts and return the matplotlib Figure."""
+    if kind not in KINDS:
+        raise UsageError(f"unknown plot kind '{kind}' (kinds: {', '.join(KINDS)})")
+    if not receipts:
+        raise UsageError("no receipts to plot")
+    mod = importlib.import_module(KINDS[kind])
+    if kind == "diff":
+        return mod.figure(receipts, threshold=threshold)
+    return mod.figure(receipts)
+
+
+def check_output(out: Path) -> str:
+    """The output format from the file's extension (png or svg); anything else is refused."""
+    suffix = Path(out).suffix.lower()
+    if suffix not in FORMATS:
+        raise UsageError(f"{out}: cannot tell the image format from '{suffix or 'no extension'}' "
+                         f"(use .png or .svg)")
+    return suffix[1:]
+
+
+def render(paths: Sequence[str | Path], out: str | Path, kind: str = "quantiles",
+           threshold: float = DEFAULT_THRESHOLD) -> Path:
+    """Load receipts, draw the figure, save it as PNG or SVG by ``out``'s extension."""
+    from benchbox.receipts import load_receipt
+
+    out = Path(out)
+    fmt = check_output(out)
+    if kind not in KINDS:
+        raise UsageError(f"unknown plot kind '{kind}' (kinds: {', '.join(KINDS)})")
+    ps = [Path(p) for p in paths]
+    fig = figure(label_receipts(ps, [load_receipt(p) for p in ps]), kind, threshold)
+    save(fig, out, fmt)
+    return out
+
+
+def save(fig: Figure, out: Path, fmt: str) -> None:
+    """Write the figure; a missing folder or unwritable path is one clear line."""
+    if not out.parent.is_dir():
+        raise UsageError(f"{out}: folder {out.parent} does not exist")
+    try:
+        fig.savefig(out, format=fmt, dpi=150, metadata={"Software": "benchbox"}
+                    if fmt == "png" else {"Creator": "benchbox"})
+    except OSError as e:
+        raise UsageError(f"{out}: cannot write: {e.strerror or e}") from None

@@ -1,0 +1,327 @@
+"""Shared pieces of the figures: rows, labels, colours, titles, scales.
+
+matplotlib is imported only inside the functions that draw, and only through
+``matplotlib.figure.Figure`` with the Agg canvas, so figures render headless and
+no global pyplot state is touched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from benchbox.contracts import STAGES
+from benchbox.errors import MissingExtraError, UsageError
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+#: Fixed colours for the built-in runners (Okabe-Ito, colour-blind safe), so a runner
+#: has the same colour in every kind of figure.
+RUNNER_COLOURS: dict[str, str] = {
+    "torch-compile": "#E69F00",
+    "torch-eager": "#0072B2",
+    "tensorrt": "#009E73",
+}
+_EXTRA_COLOURS = ("#CC79A7", "#D55E00", "#56B4E9", "#8C564B", "#7F7F7F", "#BCBD22")
+STAGE_COLOURS: dict[str, str] = {
+    "parse": "#8dd3c7", "preprocess": "#80b1d3", "h2d": "#fdb462", "compute": "#fb8072",
+    "d2h": "#bebada", "reduce": "#b3de69", "answer": "#fccde5", "serialize": "#bc80bd",
+}
+INVALID_COLOUR = "#9a9a9a"
+RECEIPT_LINESTYLES = ("-", "--", ":", "-.")
+BASE_FONT = 9
+
+
+def runner_colour(runner: str) -> str:
+    """The runner's colour: fixed for built-ins, a stable hash-picked one otherwise."""
+    if runner in RUNNER_COLOURS:
+        return RUNNER_COLOURS[runner]
+    idx = int(hashlib.sha256(runner.encode()).hexdigest(), 16) % len(_EXTRA_COLOURS)
+    return _EXTRA_COLOURS[idx]
+
+
+@dataclass(frozen=True)
+class LabelledReceipt:
+    """A loaded receipt and the short label that names it in a figure."""
+
+    label: str
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One (receipt label, runner, case) result, with what the figures need."""
+
+    receipt: int
+    label: str
+    runner: str
+    case: str
+    status: str
+    reasons: tuple[str, ...]
+    summary: dict[str, Any] = field(hash=False, compare=False)
+    samples_ns: tuple[int, ...] = field(hash=False, compare=False)
+    stages_ns: dict[str, list[int]] = field(hash=False, compare=False)
+
+    @property
+    def valid(self) -> bool:
+        return self.status == "valid"
+
+    @property
+    def measured(self) -> bool:
+        return bool(self.samples_ns) and isinstance(self.summary.get("p50_ns"), (int, float))
+
+    def name(self, with_label: bool) -> str:
+        return f"{self.label} · {self.runner}" if with_label else self.runner
+
+    def status_note(self) -> str:
+        """'invalid: accuracy gate prob_max_abs' / 'failed: <reason>' / ''."""
+        if self.valid:
+            return ""
+        return f"{self.status}: {short_reason(self.reasons)}"
+
+
+def short_reason(reasons: Sequence[str], limit: int = 70) -> str:
+    """A compact form of a row's reasons for a label."""
+    if not reasons:
+        return "no reason recorded"
+    gates = [r.split()[2] for r in reasons if r.startswith("accuracy gate ") and len(r.split()) > 2]
+    if gates and len(gates) == len(reasons):
+        text = ("accuracy gate " if len(gates) == 1 else "accuracy gates ") + ", ".join(gates)
+    else:
+        text = reasons[0] + (f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else "")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def rows_of(receipts: Sequence[LabelledReceipt]) -> list[Row]:
+    """Every result of every receipt, in receipt order, then case order, then runner order."""
+    rows: list[Row] = []
+    for i, rec in enumerate(receipts):
+        case_order = [c.get("name") for c in rec.data["task"].get("cases", [])]
+        runner_order = list(rec.data.get("settings", {}).get("runners", []))
+        results = list(rec.data["results"])
+
+        def key(r: dict[str, Any], co: list[Any] = case_order, ro: list[Any] = runner_order) -> tuple:
+            return (co.index(r["case"]) if r["case"] in co else len(co),
+                    ro.index(r["runner"]) if r["runner"] in ro else len(ro))
+
+        for r in sorted(results, key=key):
+            rows.append(Row(receipt=i, label=rec.label, runner=r["runner"], case=r["case"],
+                            status=r["status"], reasons=tuple(str(x) for x in r.get("reasons", [])),
+                            summary=dict(r.get("summary") or {}),
+                            samples_ns=tuple(r.get("samples_ns") or ()),
+                            stages_ns=dict(r.get("stages_ns") or {})))
+    if not rows:
+        raise UsageError("nothing to plot: the receipts hold no results")
+    return rows
+
+
+def cases_in_order(rows: Iterable[Row]) -> list[str]:
+    out: list[str] = []
+    for r in rows:
+        if r.case not in out:
+            out.append(r.case)
+    return out
+
+
+def check_same_contract(receipts: Sequence[LabelledReceipt]) -> None:
+    """Refuse to put results measured under different contracts in one comparison."""
+    first = receipts[0].data["contract"]
+    for rec in receipts[1:]:
+        c = rec.data["contract"]
+        if c["hash"] != first["hash"]:
+            raise UsageError(
+                f"cannot compare receipts under different contracts: {receipts[0].label} is "
+                f"{first['name']} ({first['hash'][:12]}), {rec.label} is {c['name']} ({c['hash'][:12]})")
+
+
+def device_of(receipt: dict[str, Any]) -> str:
+    """environment.gpu.name when present, else 'device (cpu model)'."""
+    env = receipt.get("environment") or {}
+    gpu = env.get("gpu")
+    if isinstance(gpu, dict) and gpu.get("name"):
+        return str(gpu["name"])
+    dev = env.get("device", "?")
+    return f"{dev} ({env['cpu']})" if env.get("cpu") else str(dev)
+
+
+def _unique(values: Iterable[str]) -> str:
+    seen: list[str] = []
+    for v in values:
+        if v not in seen:
+            seen.append(v)
+    return " | ".join(seen)
+
+
+def context_line(receipts: Sequence[LabelledReceipt]) -> str:
+    """Contract, task and size, device: the line every figure carries."""
+    c = receipts[0].data["contract"]
+    contract = f"contract {c['name']} ({c['first']}..{c['last']}, {c['clock']} clock)"
+    if len({r.data["contract"]["hash"] for r in receipts}) > 1:
+        contract = "contracts " + _unique(r.data["contract"]["name"] for r in receipts)
+
+    def task(r: dict[str, Any]) -> str:
+        t = r["task"]
+        dtype = f" {t['dtype']}" if t.get("dtype") else ""
+        return f"{t.get('name')}/{t.get('size', '?')}{dtype}"
+
+    return (f"{contract} · task {_unique(task(r.data) for r in receipts)} · "
+            f"device {_unique(device_of(r.data) for r in receipts)}")
+
+
+def new_figure(width: float, height: float) -> Figure:
+    """A Figure on the Agg canvas (headless), without pyplot."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise MissingExtraError("matplotlib", "analysis") from None
+    fig = Figure(figsize=(width, height), dpi=100)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def title(fig: Figure, headline: str, receipts: Sequence[LabelledReceipt], top: float) -> None:
+    """Headline in bold, then the context line (contract, task, device)."""
+    fig.text(0.5, 1 - 0.12 / fig.get_figheight(), headline, ha="center", va="top",
+             fontsize=BASE_FONT + 3, fontweight="bold")
+    fig.text(0.5, 1 - 0.42 / fig.get_figheight(), context_line(receipts), ha="center", va="top",
+             fontsize=BASE_FONT, color="#333333")
+
+
+def caption(fig: Figure, text: str) -> None:
+    fig.text(0.01, 0.08 / fig.get_figheight(), text, ha="left", va="bottom",
+             fontsize=BASE_FONT - 1, color="#444444", style="italic", wrap=True)
+
+
+@dataclass(frozen=True)
+class TimeUnit:
+    """A display unit for nanosecond values."""
+
+    name: str
+    scale: float
+
+    def __call__(self, ns: float) -> float:
+        return ns / self.scale
+
+
+def time_unit(values_ns: Iterable[float]) -> TimeUnit:
+    """µs below a millisecond, s above ten seconds, else ms."""
+    vals = [v for v in values_ns if v > 0]
+    top = max(vals) if vals else 1e6
+    if top < 1e6:
+        return TimeUnit("µs", 1e3)
+    if top >= 1e10:
+        return TimeUnit("s", 1e9)
+    return TimeUnit("ms", 1e6)
+
+
+def wide_spread(values: Iterable[float], factor: float = 8.0) -> bool:
+    """True when the values span more than ``factor``× (a log axis then helps)."""
+    vals = [v for v in values if v > 0]
+    return bool(vals) and max(vals) / min(vals) > factor
+
+
+def fmt_value(v: float) -> str:
+    """A short number: 3 significant digits."""
+    if v == 0:
+        return "0"
+    if abs(v) >= 100:
+        return f"{v:.0f}"
+    if abs(v) >= 10:
+        return f"{v:.1f}"
+    if abs(v) >= 1:
+        return f"{v:.2f}"
+    return f"{v:.3g}"
+
+
+def set_value_axis(ax: Axes, log: bool, axis: str = "x", dense: bool = True) -> None:
+    """Log or linear axis with plain tick labels; ``dense`` adds 2× and 5× ticks on a log axis."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    if log:
+        (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+        target.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0) if dense else (1.0,)))
+        target.set_minor_formatter(NullFormatter())
+    target.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+
+
+def stage_order(rows: Iterable[Row]) -> list[str]:
+    present = {s for r in rows for s in r.stages_ns}
+    return [s for s in STAGES if s in present]
+
+
+def baseline_of(receipt: dict[str, Any]) -> str | None:
+    comp = receipt.get("comparisons") or {}
+    return comp.get("baseline") or (receipt.get("settings") or {}).get("baseline")
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One horizontal line of a grouped figure: a case header or a result row."""
+
+    y: float
+    case: str
+    row: Row | None
+
+
+def grouped_slots(rows: Sequence[Row]) -> list[Slot]:
+    """Rows grouped by case, each group under a header line, top to bottom (y grows down)."""
+    slots: list[Slot] = []
+    y = 0.0
+    for case in cases_in_order(rows):
+        slots.append(Slot(y, case, None))
+        y += 0.9
+        for r in rows:
+            if r.case == case:
+                slots.append(Slot(y, case, r))
+                y += 1.0
+        y += 0.35
+    return slots
+
+
+def style_row_axis(ax: Axes, slots: Sequence[Slot], with_label: bool, labels: bool = True) -> None:
+    """Case headers in bold, runner names in their colour, status after the name."""
+    ax.set_yticks([s.y for s in slots])
+    if labels:
+        texts = [(s.case if s.row is None else
+                  s.row.name(with_label) + ("" if s.row.valid else f" [{s.row.status}]"))
+                 for s in slots]
+        ax.set_yticklabels(texts)
+        for s, t in zip(slots, ax.get_yticklabels()):
+            if s.row is None:
+                t.set_fontweight("bold")
+                t.set_fontsize(BASE_FONT + 1)
+            else:
+                t.set_color(runner_colour(s.row.runner) if s.row.valid else "#555555")
+    else:
+        ax.tick_params(axis="y", labelleft=False)
+    ax.tick_params(axis="y", length=0)
+    lo = min(s.y for s in slots) - 0.6
+    hi = max(s.y for s in slots) + 0.6
+    ax.set_ylim(hi, lo)
+    for s in slots:
+        if s.row is None and s.y > 0:
+            ax.axhline(s.y - 0.6, color="#dddddd", lw=0.8, zorder=0)
+
+
+def hatch_band(ax: Axes, y: float, status: str) -> None:
+    """The grey hatched placeholder that marks an invalid or failed row."""
+    ax.axhspan(y - 0.42, y + 0.42, facecolor="#f2f2f2", edgecolor="#b0b0b0",
+               hatch="///" if status == "invalid" else "xx", lw=0, zorder=0)
+
+
+def status_handles() -> dict[str, Any]:
+    """Legend handles for invalid and failed rows."""
+    from matplotlib.patches import Patch
+
+    return {
+        "invalid": Patch(facecolor="#f2f2f2", edgecolor="#b0b0b0", hatch="///",
+                         label="invalid: failed an accuracy gate (excluded from ratios)"),
+        "failed": Patch(facecolor="#f2f2f2", edgecolor="#b0b0b0", hatch="xx",
+                        label="failed: no measurement"),
+    }
