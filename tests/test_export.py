@@ -1,0 +1,109 @@
+"""benchbox export: pyperf files that pyperf's own tools read, CSV/Parquet with one row per sample."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from benchbox.cli import main
+from benchbox.contracts import STAGES
+from tests.conftest import make_receipt
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Two real receipts of the sleepy task (short sleeps), the second slowed on 'beta'."""
+    tmp = tmp_path_factory.mktemp("export")
+    kw = {"task": "tests.diff_tasks:factory", "samples": 20}
+    make_receipt(tmp, "a.json", task_options={"sleep_ms": 5}, **kw)
+    make_receipt(tmp, "b.json", task_options={"sleep_ms": 5, "slow_case": "beta", "extra_ms": 5}, **kw)
+    return tmp / "a.json", tmp / "b.json"
+
+
+def _export(receipt: Path, fmt: str, out: Path) -> None:
+    r = CliRunner().invoke(main, ["export", str(receipt), "--format", fmt, "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert out.is_file()
+
+
+def test_pyperf_show_and_compare_to_read_the_export(pair: tuple[Path, Path], tmp_path: Path) -> None:
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    _export(pair[0], "pyperf", a)
+    _export(pair[1], "pyperf", b)
+    show = subprocess.run([sys.executable, "-m", "pyperf", "show", str(a)], capture_output=True,
+                          text=True, timeout=120)
+    assert show.returncode == 0, show.stderr
+    assert "sleepy/alpha/torch-eager" in show.stdout and "sleepy/beta/torch-eager" in show.stdout
+    assert " ms" in show.stdout  # values in seconds, shown as milliseconds
+    cmp = subprocess.run([sys.executable, "-m", "pyperf", "compare_to", str(a), str(b)],
+                         capture_output=True, text=True, timeout=120)
+    assert cmp.returncode == 0, cmp.stderr
+    beta = next(line for line in cmp.stdout.splitlines() if "beta" in line)
+    assert "slower" in beta
+
+
+def test_pyperf_values_are_the_receipt_samples_in_seconds(pair: tuple[Path, Path], tmp_path: Path) -> None:
+    import pyperf
+
+    out = tmp_path / "a.json"
+    _export(pair[0], "pyperf", out)
+    suite = pyperf.BenchmarkSuite.load(str(out))
+    receipt = json.loads(pair[0].read_text())
+    for row in receipt["results"]:
+        bench = suite.get_benchmark(f"sleepy/{row['case']}/{row['runner']}")
+        assert bench.get_values() == pytest.approx([v / 1e9 for v in row["samples_ns"]])
+        assert bench.get_metadata()["benchbox_contract_hash"] == receipt["contract"]["hash"]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_table_export_has_one_row_per_sample_and_every_stage(pair: tuple[Path, Path], tmp_path: Path,
+                                                             fmt: str) -> None:
+    import polars as pl
+
+    out = tmp_path / f"a.{fmt}"
+    _export(pair[0], fmt, out)
+    df = pl.read_csv(out) if fmt == "csv" else pl.read_parquet(out)
+    receipt = json.loads(pair[0].read_text())
+    assert df.height == sum(len(r["samples_ns"]) for r in receipt["results"])
+    assert {f"{s}_ns" for s in STAGES} <= set(df.columns)
+    row = receipt["results"][1]
+    sub = df.filter((pl.col("case") == row["case"]) & (pl.col("runner") == row["runner"])).sort("sample")
+    assert sub["region_ns"].to_list() == row["samples_ns"]
+    assert sub["serialize_ns"].to_list() == row["stages_ns"]["serialize"]
+
+
+def test_default_output_path_is_next_to_the_receipt(pair: tuple[Path, Path], tmp_path: Path) -> None:
+    src = tmp_path / "copy.json"
+    src.write_bytes(pair[0].read_bytes())
+    r = CliRunner().invoke(main, ["export", str(src), "--format", "csv"])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "copy.csv").is_file()
+
+
+@pytest.mark.parametrize("fmt, package", [("pyperf", "pyperf"), ("parquet", "polars")])
+def test_missing_package_simulated_names_the_extra(pair: tuple[Path, Path], tmp_path: Path,
+                                                    fmt: str, package: str) -> None:
+    """The package is installed here, so its absence is simulated by blocking the import."""
+    code = (f"import sys; sys.modules[{package!r}] = None\n"
+            "from benchbox.cli import main\n"
+            f"main(['export', {str(pair[0])!r}, '--format', {fmt!r}, '-o', {str(tmp_path / 'x')!r}])\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2
+    want = f"benchbox: error: {package} is not installed: pip install 'benchbox[analysis]'"
+    assert r.stderr.strip() == want
+
+
+def test_export_into_a_missing_folder_is_one_line(pair: tuple[Path, Path], tmp_path: Path) -> None:
+    r = CliRunner().invoke(main, ["export", str(pair[0]), "--format", "csv", "-o",
+                                  str(tmp_path / "no" / "x.csv")])
+    assert r.exit_code == 2
+    assert "does not exist" in r.output and len(r.output.strip().splitlines()) == 1
