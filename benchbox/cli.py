@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -12,19 +13,56 @@ from benchbox import __version__
 from benchbox.errors import BenchboxError, UsageError
 
 
-def _fail(e: BenchboxError) -> None:
-    click.echo(f"benchbox: error: {e}", err=True)
+def _one_line(text: str) -> str:
+    return " / ".join(part.strip() for part in text.splitlines() if part.strip())
+
+
+def _fail(e: BenchboxError) -> NoReturn:
+    prefix = "benchbox: " if e.exit_code == 130 else "benchbox: error: "
+    click.echo(prefix + _one_line(str(e)), err=True)
     sys.exit(e.exit_code)
 
 
 class _Group(click.Group):
-    """Turns benchbox errors into one line on stderr and the right exit code."""
+    """Turns every error into one line on stderr and the right exit code, never a traceback.
+
+    Benchbox errors carry their exit code; click's usage errors exit 2; an
+    interrupt exits 130; anything unexpected exits 2 with its class and message
+    (set BENCHBOX_DEBUG=1 to see the traceback instead).
+    """
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except BenchboxError as e:
             _fail(e)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except BrokenPipeError:  # the reader went away (`benchbox show R | head`): stop quietly
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            sys.exit(141)
+        except Exception as e:
+            if os.environ.get("BENCHBOX_DEBUG"):
+                raise
+            _fail(UsageError(f"unexpected {type(e).__name__}: {e} "
+                             "(BENCHBOX_DEBUG=1 shows the traceback)"))
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            rv = super().main(*args, standalone_mode=False, **kwargs)
+        except click.exceptions.ClickException as e:
+            hint = ""
+            if isinstance(e, click.UsageError) and e.ctx is not None:
+                hint = f" (see '{e.ctx.command_path} --help')"
+            click.echo(f"benchbox: error: {_one_line(e.format_message())}{hint}", err=True)
+            sys.exit(e.exit_code)
+        except click.exceptions.Abort:
+            click.echo("benchbox: interrupted", err=True)
+            sys.exit(130)
+        sys.exit(rv if isinstance(rv, int) and not isinstance(rv, bool) else 0)
 
 
 def _pairs(values: tuple[str, ...], what: str) -> dict[str, Any]:

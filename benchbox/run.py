@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import signal
+import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -12,12 +14,12 @@ from typing import Any
 
 from benchbox import __version__
 from benchbox.contracts import Contract, load_contract
-from benchbox.errors import UsageError
+from benchbox.errors import BenchboxError, UsageError
 from benchbox.harness import Harness, PhaseTimer
 from benchbox.receipts.io import SCHEMA_VERSION, now_iso, write_receipt
 from benchbox.runners import RUNNERS, availability, make_runner
 from benchbox.stats import summarize
-from benchbox.tasks import CallTrace, Task, load_task
+from benchbox.tasks import CallTrace, Case, Task, load_task
 
 DEFAULT_RUNNERS = ("torch-eager", "torch-compile")
 Progress = Callable[[str], None]
@@ -125,13 +127,116 @@ def compare(results: list[dict[str, Any]], baseline: str | None) -> dict[str, An
     return {"baseline": baseline, "rows": rows, "excluded": excluded}
 
 
+class Interrupted(BenchboxError):
+    """SIGINT stopped the run; the receipt on disk holds every finished result (exit 130)."""
+
+    exit_code = 130
+
+    def __init__(self, message: str, path: Path | None, receipt: dict[str, Any] | None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.receipt = receipt
+
+
+class _SampleInterrupt(BaseException):
+    """Raised from the harness's stop callback after the sample in progress has finished.
+
+    A BaseException, so that no ``except Exception`` on the way turns it into a failed row.
+    """
+
+    def __init__(self, measurement: Any) -> None:
+        super().__init__("interrupted")
+        self.measurement = measurement
+
+
+class _Stop:
+    """SIGINT during a run: finish the current sample, keep every finished result, stop.
+
+    The handler only sets a flag; the run checks it between samples (through the
+    harness's ``should_stop`` callback) and between (runner, case) results. A
+    second SIGINT raises KeyboardInterrupt at once; the receipt on disk still
+    holds every finished result. Only installed in the main thread.
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.out: Path | None = None
+        self.receipt: dict[str, Any] | None = None
+        self._previous: Any = None
+        self._installed = False
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def install(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handler)
+            self._installed = True
+
+    def restore(self) -> None:
+        if self._installed:
+            signal.signal(signal.SIGINT, self._previous)
+            self._installed = False
+
+    def should_stop(self, inner: Callable[[Any], str | None] | None = None
+                    ) -> Callable[[Any], str | None]:
+        """The harness's stop callback, with the interrupt check in front of ``inner``."""
+        def stop(m: Any) -> str | None:
+            if self.requested:
+                raise _SampleInterrupt(m)
+            return inner(m) if inner is not None else None
+        return stop
+
+    def check(self) -> None:
+        if self.requested:
+            raise self.interrupted("SIGINT")
+
+    def interrupted(self, why: str) -> Interrupted:
+        """Mark the receipt interrupted and incomplete, write it, and build the error."""
+        if self.receipt is None or self.out is None:
+            return Interrupted(f"interrupted ({why}) before anything was measured", None, None)
+        n = len(self.receipt["results"])
+        self.receipt.update(complete=False, interrupted=True,
+                            interrupt_reason=f"{why} after {n} result(s)", interrupted_at=now_iso())
+        write_receipt(self.out, self.receipt)
+        return Interrupted(f"interrupted ({why}): {n} result(s) kept in the incomplete receipt {self.out}",
+                           self.out, self.receipt)
+
+
 def run(cfg: RunConfig, progress: Progress = lambda s: None) -> RunOutcome:
-    """Measure every (runner, case); write the receipt after each one."""
+    """Measure every (runner, case); write the receipt after each one.
+
+    SIGINT finishes the sample in progress, keeps the current case's samples so
+    far as an ``invalid`` row marked ``partial`` (excluded from comparisons),
+    writes the receipt with ``complete: false, interrupted: true`` and raises
+    :class:`Interrupted`.
+    """
+    stop = _Stop()
+    stop.install()
+    try:
+        return _run(cfg, progress, stop)
+    except KeyboardInterrupt:
+        raise stop.interrupted("SIGINT, twice") from None
+    finally:
+        stop.restore()
+
+
+def _run(cfg: RunConfig, progress: Progress, stop: _Stop) -> RunOutcome:
     _validate_config(cfg)
     contract: Contract = load_contract(cfg.contract)
     task: Task = load_task(cfg.task, size=cfg.size, dtype=cfg.dtype, options=dict(cfg.task_options),
                            gate_overrides=dict(cfg.gates))
     cases = task.cases()
+    if not isinstance(cases, list) or not cases or not all(isinstance(c, Case) for c in cases):
+        raise UsageError(f"--task {cfg.task}: cases() must return a non-empty list of benchbox.tasks.Case")
+    for case in cases:
+        try:
+            task.parse(case.request)
+        except Exception as e:  # a task's parse may fail in any way on a bad request
+            raise UsageError(f"case {case.name}: invalid request for task {task.name}: "
+                             f"{_error_line(e)}") from None
     if cfg.cases:
         names = [c.name for c in cases]
         unknown = [c for c in cfg.cases if c not in names]
@@ -162,6 +267,7 @@ def run(cfg: RunConfig, progress: Progress = lambda s: None) -> RunOutcome:
         "results": [],
     }
     write_receipt(out, receipt)
+    stop.out, stop.receipt = out, receipt
     progress(f"receipt: {out}")
 
     progress("calibrating the harness floors")
@@ -186,8 +292,9 @@ def run(cfg: RunConfig, progress: Progress = lambda s: None) -> RunOutcome:
     write_receipt(out, receipt)
 
     for name in cfg.runners:
+        stop.check()
         opts = cfg.runner_options.get(name, {})
-        reason = availability(name, cfg.device, opts)
+        reason = _availability(name, cfg.device, opts)
         if reason is not None:
             progress(f"{name}: cannot run: {reason}; gathering build facts")
             report = {"options": opts, **_unavailable_facts(name, cfg.device, opts, task, example, progress),
@@ -214,10 +321,12 @@ def run(cfg: RunConfig, progress: Progress = lambda s: None) -> RunOutcome:
             write_receipt(out, receipt)
             continue
         for case in cases:
+            stop.check()
             receipt["results"].append(_measure_case(harness, task, runner, case, references[case.name],
-                                                    cfg, phases, progress))
+                                                    cfg, phases, progress, stop))
             write_receipt(out, receipt)
 
+    stop.check()
     receipt["comparisons"] = compare(receipt["results"], baseline)
     receipt["complete"] = True
     write_receipt(out, receipt)
@@ -238,19 +347,52 @@ def _unavailable_facts(name: str, device: str, opts: dict[str, Any], task: Task,
     return {**facts, "prepare_s": dict(phases.seconds)} if facts or phases.seconds else {}
 
 
+def _availability(name: str, device: str, opts: dict[str, Any]) -> str | None:
+    """The runner's availability; a check that itself crashes makes the runner unavailable."""
+    try:
+        return availability(name, device, opts)
+    except UsageError:
+        raise
+    except Exception as e:
+        return f"availability check failed: {_error_line(e)}"
+
+
+def _report(runner: Any) -> dict[str, Any]:
+    """The runner's report; a report that itself fails is recorded, not raised."""
+    try:
+        return dict(runner.report())
+    except Exception as e:
+        return {"report_error": _error_line(e)}
+
+
 def _measure_case(harness: Harness, task: Task, runner: Any, case: Any, reference: CallTrace,
-                  cfg: RunConfig, phases: PhaseTimer, progress: Progress) -> dict[str, Any]:
+                  cfg: RunConfig, phases: PhaseTimer, progress: Progress,
+                  stop: _Stop | None = None) -> dict[str, Any]:
     name = runner.name
+    stop = stop or _Stop()
     try:
         # validation: two untimed calls, outside every timed region
         first = harness.call(task, runner, case.request)
         second = harness.call(task, runner, case.request)
         gates = task.gates(reference, first, second)
-        m = harness.measure(task, runner, case.request, samples=cfg.samples, warmup=cfg.warmup)
+        m = harness.measure(task, runner, case.request, samples=cfg.samples, warmup=cfg.warmup,
+                            should_stop=stop.should_stop())
+    except _SampleInterrupt as i:
+        m = i.measurement
+        m.stop_reason = f"interrupted by SIGINT after {len(m.samples_ns)} sample(s)"
+        progress(f"{name} × {case.name}: interrupted; keeping {len(m.samples_ns)} sample(s)")
+        return _row(name, case, "invalid", [f"partial: {m.stop_reason}; not comparable"], partial=True,
+                    runner_report={**_report(runner), "prepare_s": dict(phases.seconds)},
+                    accuracy={"passed": all(g.passed for g in gates),
+                              "gates": [g.to_dict() for g in gates], "reference": "eager float32 on cpu"},
+                    samples_ns=m.samples_ns, stages_ns=m.stages_ns, summary=summarize(m.samples_ns),
+                    clock_used=m.clock_used, clock_note=m.clock_note, warmup=m.warmup,
+                    stop_reason=m.stop_reason)
     except Exception as e:
         progress(f"{name} × {case.name}: failed: {_error_line(e)}")
         return _row(name, case, "failed", [_error_line(e)],
-                    runner_report={**runner.report(), "prepare_s": dict(phases.seconds)})
+                    runner_report={**_report(runner), "prepare_s": dict(phases.seconds),
+                                   "traceback": traceback.format_exc(limit=8)})
     failed = [g for g in gates if not g.passed]
     status = "invalid" if failed else "valid"
     reasons = [f"accuracy gate {g.name} failed: value {g.value}, threshold {g.threshold}"
@@ -259,7 +401,7 @@ def _measure_case(harness: Harness, task: Task, runner: Any, case: Any, referenc
     progress(f"{name} × {case.name}: {status}, p50 {summary['p50_ns'] / 1e6:.3f} ms "
              f"over {summary['n']} samples")
     return _row(name, case, status, reasons,
-                runner_report={**runner.report(), "prepare_s": dict(phases.seconds)},
+                runner_report={**_report(runner), "prepare_s": dict(phases.seconds)},
                 accuracy={"passed": not failed, "gates": [g.to_dict() for g in gates],
                           "reference": "eager float32 on cpu"},
                 samples_ns=m.samples_ns, stages_ns=m.stages_ns, summary=summary,
