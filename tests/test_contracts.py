@@ -48,6 +48,8 @@ def test_hash_is_sha256_of_canonical_form_and_tracks_meaning() -> None:
     ({"policy": {"sync_at_close": "maybe"}}, "sync_at_close"),
     ({"policy": {"hold_stream": True}}, "hold_stream applies only to the device clock"),
     ({"policy": {"bogus": 1}}, "unknown policy field 'bogus'"),
+    ({"policy": {"event_floor": "subtract"}}, "event_floor applies only to the device clock"),
+    ({"clock": "device", "policy": {"event_floor": "maybe"}}, "event_floor must be one of"),
     ({"extra": 1}, "unknown field 'extra'"),
 ])
 def test_invalid_declarations_name_the_problem(patch: dict, needle: str) -> None:

@@ -31,6 +31,7 @@ STAGES: tuple[str, ...] = tuple(s.value for s in Stage)
 DEVICE_STAGES: tuple[str, ...] = ("h2d", "compute", "d2h")
 CLOCKS = ("host", "device")
 SYNC_RULES = ("none", "stream", "device")
+EVENT_FLOORS = ("keep", "subtract")
 STATES = ("warm", "first_call")
 
 
@@ -43,6 +44,8 @@ class Policy:
     cuda_graphs: bool = True
     sync_at_close: str = "none"
     hold_stream: bool = False
+    #: device clock: "subtract" removes the median empty event pair (measured the same way)
+    event_floor: str = "keep"
 
 
 @dataclass(frozen=True)
@@ -188,6 +191,10 @@ def contract_from_dict(data: Any, where: str = "contract", source: str = "builti
         raise UsageError(f"{where}: policy.state must be one of {', '.join(STATES)}")
     if policy.sync_at_close not in SYNC_RULES:
         raise UsageError(f"{where}: policy.sync_at_close must be one of {', '.join(SYNC_RULES)}")
+    if policy.event_floor not in EVENT_FLOORS:
+        raise UsageError(f"{where}: policy.event_floor must be one of {', '.join(EVENT_FLOORS)}")
+    if policy.event_floor == "subtract" and clock != "device":
+        raise UsageError(f"{where}: policy.event_floor applies only to the device clock")
     if policy.hold_stream and clock != "device":
         raise UsageError(f"{where}: policy.hold_stream applies only to the device clock")
     return Contract(name=name, version=version, description=description,

@@ -18,15 +18,17 @@ class DeviceEvents:
     busy time rather than the span including launch gaps.
     """
 
-    def __init__(self, stream: Any, hold_stream: bool) -> None:
+    def __init__(self, stream: Any, hold_stream: bool, subtract_floor: bool = False) -> None:
         import torch
 
         self._torch = torch
         self.stream = stream
         self.hold_stream = hold_stream
+        self.subtract_floor = subtract_floor
         self.start = torch.cuda.Event(enable_timing=True)
         self.end = torch.cuda.Event(enable_timing=True)
         self.hold_cycles = 0
+        self.floor_ns = 0
         self._cycles_per_ns = self._calibrate_sleep() if hold_stream else 0.0
 
     def _calibrate_sleep(self) -> float:
@@ -42,9 +44,31 @@ class DeviceEvents:
         return cycles / (a.elapsed_time(b) * 1e6)
 
     def set_hold(self, enqueue_ns: int) -> None:
-        """Hold the stream ≥ 3× the host time it takes to enqueue the region (≥ 20 µs)."""
+        """Hold the stream ≥ 3× the host time it takes to enqueue the region (≥ 20 µs).
+
+        Then measure the empty pair the same way (held or not): the floor.
+        """
         if self.hold_stream:
             self.hold_cycles = int(self._cycles_per_ns * max(20_000, 3 * enqueue_ns))
+        self.floor_ns = self.empty_pair_ns()
+
+    def empty_pair_ns(self, n: int = 101) -> int:
+        """Median of ``n`` empty event pairs recorded exactly as the region's pair is."""
+        out = []
+        for _ in range(n):
+            self.open()
+            self.close()
+            out.append(self._raw_ns())
+        out.sort()
+        return out[n // 2]
+
+    def describe(self) -> str:
+        how = (f"stream held by a blocking kernel of {self.hold_cycles} cycles while the region "
+               "is enqueued (device busy time)" if self.hold_cycles else
+               "plain event pair: the device span, launch gaps included")
+        floor = (f"; empty-pair floor {self.floor_ns} ns subtracted from every sample"
+                 if self.subtract_floor else f"; empty-pair floor {self.floor_ns} ns (not subtracted)")
+        return how + floor
 
     def open(self) -> None:
         torch = self._torch
@@ -56,6 +80,11 @@ class DeviceEvents:
     def close(self) -> None:
         self.end.record(self.stream)
 
-    def elapsed_ns(self) -> int:
+    def _raw_ns(self) -> int:
         self.end.synchronize()
         return int(round(self.start.elapsed_time(self.end) * 1e6))
+
+    def elapsed_ns(self) -> int:
+        """The last pair's elapsed time, less the floor where the contract says so (≥ 0)."""
+        raw = self._raw_ns()
+        return max(0, raw - self.floor_ns) if self.subtract_floor else raw

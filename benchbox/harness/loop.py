@@ -147,7 +147,8 @@ class Harness:
             if runner.stream is None:
                 m.clock_note = "no device stream on this runner's device: the host clock timed the region"
             else:
-                events = DeviceEvents(runner.stream, contract.policy.hold_stream)
+                events = DeviceEvents(runner.stream, contract.policy.hold_stream,
+                                      subtract_floor=contract.policy.event_floor == "subtract")
                 m.clock_used = "device"
         if contract.policy.state == "first_call":
             warmup = 0
@@ -161,9 +162,7 @@ class Harness:
         m.warmup = warmup
         if events is not None:
             events.set_hold(enqueue)
-            m.clock_note = (f"stream held by a blocking kernel of {events.hold_cycles} cycles "
-                            "while the region is enqueued" if events.hold_cycles else
-                            "plain event pair: the device span, launch gaps included")
+            m.clock_note = events.describe()
             pre, post = self._hooks(runner, events)
         stages = [m.stages_ns[s] for s in STAGES]
         for _ in range(samples):
