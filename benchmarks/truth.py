@@ -28,10 +28,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from benchbox.contracts import load_contract  # noqa: E402
+from benchbox.contracts import contract_from_dict, load_contract  # noqa: E402
 from benchbox.harness import Harness, PhaseTimer  # noqa: E402
 from benchbox.harness.calibration import NullRunner, NullTask, event_pair_ns  # noqa: E402
 from benchbox.runners import make_runner  # noqa: E402
+from benchbox.tasks import load_task  # noqa: E402
 from benchmarks.kernel_task import KernelTask  # noqa: E402
 
 
@@ -105,11 +106,26 @@ def cycles_per_ns() -> float:
     return 10_000_000 / (a.elapsed_time(b) * 1e6)
 
 
-def benchbox_ns(task: KernelTask, runner: Any, contract: str, n: int) -> dict[str, Any]:
-    m = Harness(load_contract(contract)).measure(task, runner, task.cases()[0].request,
-                                                 samples=n, warmup=20)
+#: device_compute with the empty-pair floor kept: the same method as a hand-written held loop
+RAW = contract_from_dict({"name": "device_compute_raw", "version": 1, "stages": ["compute"],
+                          "clock": "device", "policy": {"hold_stream": True}})
+
+
+def benchbox_ns(task: Any, runner: Any, contract: str, n: int) -> dict[str, Any]:
+    c = RAW if contract == RAW.name else load_contract(contract)
+    m = Harness(c).measure(task, runner, task.cases()[0].request, samples=n, warmup=20)
     return {"p50_ns": med(m.samples_ns), "clock_used": m.clock_used, "note": m.clock_note,
             "compute_enqueue_p50_ns": med(m.stages_ns["compute"])}
+
+
+def spin(f: Any, seconds: float = 1.0) -> None:
+    """Run the workload for a while so the GPU's clocks settle before a measurement."""
+    torch.cuda.synchronize()
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        for _ in range(10):
+            f()
+        torch.cuda.synchronize()
 
 
 def harness_overhead(n: int = 20_000) -> dict[str, float]:
@@ -142,6 +158,39 @@ def harness_overhead(n: int = 20_000) -> dict[str, float]:
     return out
 
 
+def compile_vs_hand(task: Any, n: int, cpn: float) -> dict[str, Any]:
+    """The runner's device_compute against the same compiled callable in a hand-written loop."""
+    runner = make_runner("torch-compile", "cuda", {"mode": "max-autotune", "cold_warm": False})
+    phases = PhaseTimer()
+    example = task.preprocess(task.parse(task.cases()[0].request))
+    runner.prepare(task, task.build_model(), example, phases)
+    stream = runner.stream
+    xin = runner.h2d(example)
+    torch.cuda.synchronize()
+
+    def g() -> Any:
+        with torch.cuda.stream(stream), torch.inference_mode():
+            return runner.forward(*xin)
+
+    spin(g, 1.0)
+    out: dict[str, Any] = {"prepare_s": phases.seconds}
+    for contract in ("device_compute", RAW.name, "device_span"):
+        out[f"benchbox_{contract}_ns"] = benchbox_ns(task, runner, contract, n)["p50_ns"]
+    hand = []
+    for _ in range(n):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        with torch.cuda.stream(stream):
+            torch.cuda._sleep(int(cpn * 2_000_000))
+        a.record(stream)
+        g()
+        b.record(stream)
+        b.synchronize()
+        hand.append(a.elapsed_time(b) * 1e6)
+    out["hand_loop_held_ns"] = med(hand)
+    out["runner_vs_hand"] = out[f"benchbox_{RAW.name}_ns"] / out["hand_loop_held_ns"]
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "truth.json"))
@@ -171,45 +220,27 @@ def main() -> None:
             return mod(x)
 
         k = 200 if size == "add" else 20
-        w: dict[str, Any] = {"ground_truth_graph_ns": graph_truth_ns(f, k)}
+        spin(f, 2.0)
+        w: dict[str, Any] = {"ground_truth_before_ns": graph_truth_ns(f, k)}
         w["event_loop_plain_ns"] = event_loop_ns(f, args.samples)
-        w["event_loop_held_ns"] = event_loop_ns(f, args.samples, hold_cycles=int(cpn * 50_000))
+        w["event_loop_held_ns"] = event_loop_ns(f, args.samples, hold_cycles=int(cpn * 200_000))
         w["torch_timer_ns"] = timer_ns(f)
         w["do_bench_ns"] = do_bench_ns(f)
-        for contract in ("device_compute", "device_span", "model_io_wall"):
+        for contract in ("device_compute", RAW.name, "device_span", "model_io_wall"):
+            spin(f, 0.5)
             w[f"benchbox_{contract}"] = benchbox_ns(task, runner, contract, args.samples)
+        spin(f, 0.5)
+        w["ground_truth_after_ns"] = graph_truth_ns(f, k)
+        w["ground_truth_graph_ns"] = (w["ground_truth_before_ns"] + w["ground_truth_after_ns"]) / 2
         res["workloads"][size] = w
         print(size, json.dumps(w), flush=True)
 
     # the torch-compile runner against a hand-written loop over the same compiled callable
-    task = KernelTask(size="matmul")
-    runner = make_runner("torch-compile", "cuda", {"mode": "max-autotune", "cold_warm": False})
-    phases = PhaseTimer()
-    runner.prepare(task, task.build_model(), task.preprocess(None), phases)
-    bb = benchbox_ns(task, runner, "device_compute", args.samples)
-    xin = runner.h2d(task.preprocess(None))
-    torch.cuda.synchronize()
-    stream = runner.stream
-
-    def g() -> Any:
-        with torch.cuda.stream(stream), torch.inference_mode():
-            return runner.forward(*xin)
-
-    hand = []
-    for _ in range(args.samples):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        with torch.cuda.stream(stream):
-            torch.cuda._sleep(int(cpn * 50_000))
-        a.record(stream)
-        g()
-        b.record(stream)
-        b.synchronize()
-        hand.append(a.elapsed_time(b) * 1e6)
-    res["compile_runner"] = {"benchbox_device_compute_p50_ns": bb["p50_ns"],
-                             "hand_loop_held_p50_ns": med(hand),
-                             "graph_truth_ns": graph_truth_ns(g, 20),
-                             "prepare_s": phases.seconds}
-    print("compile", json.dumps(res["compile_runner"]), flush=True)
+    res["compile_runner"] = {}
+    for label, task in (("kernel_matmul", KernelTask(size="matmul")),
+                        ("decision_small", load_task("decision", size="small"))):
+        res["compile_runner"][label] = compile_vs_hand(task, args.samples, cpn)
+        print("compile", label, json.dumps(res["compile_runner"][label]), flush=True)
     res["harness_overhead"] = harness_overhead()
     print("overhead", json.dumps(res["harness_overhead"]), flush=True)
     Path(args.out).write_text(json.dumps(res, indent=1))
@@ -218,10 +249,11 @@ def main() -> None:
 
 def table(res: dict[str, Any]) -> None:
     us = lambda v: f"{v / 1e3:9.2f}" if isinstance(v, (int, float)) else "      n/a"  # noqa: E731
-    print(f"\n{'workload':<8} {'truth':>9} {'bb dev_c':>9} {'bb span':>9} {'events':>9} "
+    print(f"\n{'workload':<8} {'truth':>9} {'bb dev_c':>9} {'bb raw':>9} {'bb span':>9} {'events':>9} "
           f"{'ev held':>9} {'Timer':>9} {'do_bench':>9} {'bb io':>9}   (µs)")
     for size, w in res["workloads"].items():
         print(f"{size:<8} {us(w['ground_truth_graph_ns'])} {us(w['benchbox_device_compute']['p50_ns'])} "
+              f"{us(w['benchbox_device_compute_raw']['p50_ns'])} "
               f"{us(w['benchbox_device_span']['p50_ns'])} {us(w['event_loop_plain_ns'])} "
               f"{us(w['event_loop_held_ns'])} {us(w['torch_timer_ns'])} {us(w['do_bench_ns'])} "
               f"{us(w['benchbox_model_io_wall']['p50_ns'])}")
