@@ -239,25 +239,42 @@ RATIO_CI_MIN_N = 5
 def brunner_munzel(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> float:
     """Two-sided Brunner-Munzel p-value for "a and b are stochastically equal".
 
-    Valid when the two sides have different spreads. Degenerate inputs (all values
-    equal) give 1.0; complete separation, where the statistic is undefined, falls
-    back to the Mann-Whitney p-value.
+    Valid when the two sides have different spreads. Same statistic and t approximation
+    as scipy.stats.brunnermunzel, computed from the sorted samples with searchsorted
+    (no rank table), so a thousand rows of a thousand samples take a fraction of a second.
+    Degenerate inputs (all values equal) give 1.0; complete separation, where the
+    statistic is undefined, falls back to the Mann-Whitney p-value.
     """
-    import warnings
+    from scipy.special import stdtr
 
-    from scipy.stats import brunnermunzel, mannwhitneyu
+    x = np.sort(np.asarray(a, dtype=np.float64))
+    y = np.sort(np.asarray(b, dtype=np.float64))
+    nx, ny = len(x), len(y)
+    if nx < 2 or ny < 2 or x[0] == x[-1] == y[0] == y[-1]:
+        return 1.0
 
-    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    if len(x) < 2 or len(y) < 2:
-        return 1.0
-    if x.min() == x.max() == y.min() == y.max():
-        return 1.0
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")
-        p = float(brunnermunzel(x, y).pvalue)
-        if not np.isfinite(p):
-            p = float(mannwhitneyu(x, y, alternative="two-sided").pvalue)
-    return p if np.isfinite(p) else 1.0
+    def midranks(v: np.ndarray, within: np.ndarray) -> np.ndarray:
+        lo = np.searchsorted(within, v, "left")
+        return lo + (np.searchsorted(within, v, "right") - lo + 1) / 2.0
+
+    def others(v: np.ndarray, other: np.ndarray) -> np.ndarray:
+        lo = np.searchsorted(other, v, "left")
+        return lo + (np.searchsorted(other, v, "right") - lo) / 2.0
+
+    rx, ry = midranks(x, x), midranks(y, y)
+    cx, cy = rx + others(x, y), ry + others(y, x)  # ranks in the combined sample
+    mx, my = cx.mean(), cy.mean()
+    sx = float(np.sum((cx - rx - mx + (nx + 1) / 2.0) ** 2)) / (nx - 1)
+    sy = float(np.sum((cy - ry - my + (ny + 1) / 2.0) ** 2)) / (ny - 1)
+    var = nx * sx + ny * sy
+    if var <= 0.0:
+        from scipy.stats import mannwhitneyu
+
+        p = float(mannwhitneyu(x, y, alternative="two-sided").pvalue)
+        return p if np.isfinite(p) else 1.0
+    w = nx * ny * (my - mx) / ((nx + ny) * np.sqrt(var))
+    df = var**2 / ((nx * sx) ** 2 / (nx - 1) + (ny * sy) ** 2 / (ny - 1))
+    return float(min(1.0, 2.0 * stdtr(df, -abs(w))))
 
 
 def _quantile_sorted(x: np.ndarray, q: float) -> float:
@@ -285,7 +302,8 @@ def _bootstrap_quantiles(x: np.ndarray, q: float, n_resamples: int, rng: np.rand
     lo = x[np.clip(np.ceil(n * u).astype(np.int64) - 1, 0, n - 1)]
     if f == 0.0 or k + 1 >= n:
         return lo.astype(np.float64)
-    u2 = u + (1.0 - u) * rng.beta(1, n - k - 1, size=n_resamples)
+    # Beta(1, m) is 1 - V**(1/m) for uniform V: far cheaper than a general beta draw
+    u2 = u + (1.0 - u) * (1.0 - rng.random(n_resamples) ** (1.0 / (n - k - 1)))
     hi = x[np.clip(np.ceil(n * u2).astype(np.int64) - 1, 0, n - 1)]
     return lo + f * (hi.astype(np.float64) - lo)
 

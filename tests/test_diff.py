@@ -339,6 +339,19 @@ def test_tail_test_sees_a_tail_only_change_that_the_rank_test_misses() -> None:
     assert p < 1e-6 and eb > ea
 
 
+def test_brunner_munzel_matches_scipy_with_ties_and_unequal_spreads() -> None:
+    from scipy.stats import brunnermunzel
+
+    rng = np.random.default_rng(5)
+    for i in range(60):
+        n1, n2 = (int(v) for v in rng.integers(5, 200, 2))
+        if i % 2:
+            a, b = rng.integers(0, 20, n1).astype(float), rng.integers(1, 25, n2).astype(float)
+        else:
+            a, b = rng.lognormal(0, 0.2, n1), rng.lognormal(0.05, 1.5, n2)
+        assert stats.brunner_munzel(a, b) == pytest.approx(brunnermunzel(a, b).pvalue, abs=1e-12)
+
+
 def test_brunner_munzel_degenerate_inputs() -> None:
     assert stats.brunner_munzel([3] * 10, [3] * 10) == 1.0
     assert stats.brunner_munzel(list(range(10)), list(range(100, 110))) < 0.001

@@ -279,8 +279,8 @@ class _Pending:
     key: tuple[str, str, str]
     base: dict[str, Any]
     head: dict[str, Any]
-    a: np.ndarray
-    b: np.ndarray
+    a: np.ndarray  # sorted
+    b: np.ndarray  # sorted
     floor: float | None
     metrics: list[dict[str, Any]] = field(default_factory=list)
     kw: dict[str, Any] = field(default_factory=dict)
@@ -290,8 +290,8 @@ def _measure(p: _Pending, opts: DiffOptions) -> None:
     names = ("p50", "p99") if opts.metric == "both" else (opts.metric,)
     for m in names:
         q = QUANT[m]
-        qa = float(np.quantile(p.a, q)) if len(p.a) else None
-        qb = float(np.quantile(p.b, q)) if len(p.b) else None
+        qa = stats._quantile_sorted(p.a, q) if len(p.a) else None
+        qb = stats._quantile_sorted(p.b, q) if len(p.b) else None
         ratio = qb / qa if qa and qb is not None else None
         d: dict[str, Any] = {"metric": m, "base_ns": qa, "head_ns": qb, "ratio": ratio,
                              "ci": None, "p_value": None, "reason": ""}
@@ -452,8 +452,8 @@ def diff_receipts(base: dict[str, Any], head: dict[str, Any], options: DiffOptio
         floor = max(fl) if fl else None
         if floor is not None:
             floors.append(floor)
-        p = _Pending(key, b, h, np.asarray(b["samples_ns"], dtype=np.float64),
-                     np.asarray(h["samples_ns"], dtype=np.float64), floor,
+        p = _Pending(key, b, h, np.sort(np.asarray(b["samples_ns"], dtype=np.float64)),
+                     np.sort(np.asarray(h["samples_ns"], dtype=np.float64)), floor,
                      kw=dict(accepted=tuple(accepted), **common))
         _measure(p, opts)
         pending.append(p)
