@@ -1,0 +1,82 @@
+"""How long `benchbox diff` takes on two synthetic receipts of 1,000 rows × 1,000 samples.
+
+Run: python benchmarks/diff_speed.py [--rows 1000] [--samples 1000] [--keep DIR]
+
+The receipts are written to disk and loaded through benchbox.receipts.load_receipt, as
+the CLI does, so the figure splits into loading (JSON parse and checks) and the diff
+itself (Brunner-Munzel, BCa ratio interval and stage explanation for every row, Holm).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import platform
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchbox.contracts import STAGES, load_contract
+from benchbox.receipts import load_receipt, write_receipt
+from benchbox.receipts.diff import DiffOptions, diff_receipts
+
+
+def synthetic(rows: int, samples: int, seed: int, slow_every: int = 0) -> dict[str, Any]:
+    """A structurally complete receipt whose stage samples are lognormal noise."""
+    rng = np.random.default_rng(seed)
+    c = load_contract("public_task_call_wall")
+    decl = {**c.canonical(), "hash": c.hash, "name": c.name, "first": c.first, "last": c.last,
+            "clock": c.clock, "stages": list(c.stages)}
+    results = []
+    for i in range(rows):
+        stages = {s: (rng.lognormal(np.log(1e5 * (1 + k)), 0.2, samples)).astype(np.int64)
+                  for k, s in enumerate(STAGES)}
+        if slow_every and i % slow_every == 0:
+            stages["serialize"] = (stages["serialize"] * 1.5).astype(np.int64)
+        region = sum(stages.values())
+        results.append({"runner": f"runner{i % 4}", "case": f"case{i // 4:04d}", "status": "valid",
+                        "reasons": [], "runner_report": {"options": {}, "fallbacks": []},
+                        "samples_ns": region.tolist(),
+                        "stages_ns": {s: v.tolist() for s, v in stages.items()},
+                        "summary": {"n": samples}, "clock_used": "host"})
+    return {"schema_version": 1, "benchbox_version": "synthetic", "contract": decl,
+            "environment": {"device": "cpu"},
+            "task": {"name": "synthetic", "size": "tiny", "model_sha256": hashlib.sha256(b"m").hexdigest(),
+                     "cases": []},
+            "calibration": {"floors": {"host": 1000}}, "results": results}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=1000)
+    ap.add_argument("--samples", type=int, default=1000)
+    ap.add_argument("--keep", type=Path, default=None, help="write the receipts here and keep them")
+    args = ap.parse_args()
+    folder = args.keep or Path(tempfile.mkdtemp(prefix="diff_speed."))
+    base_p, head_p = folder / "base.json", folder / "head.json"
+    write_receipt(base_p, synthetic(args.rows, args.samples, 1))
+    write_receipt(head_p, synthetic(args.rows, args.samples, 2, slow_every=50))
+    size_mb = (base_p.stat().st_size + head_p.stat().st_size) / 1e6
+
+    t0 = time.perf_counter()
+    base, head = load_receipt(base_p), load_receipt(head_p)
+    t1 = time.perf_counter()
+    result = diff_receipts(base, head, DiffOptions())
+    t2 = time.perf_counter()
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+          f"Python {platform.python_version()}")
+    print(f"receipts: {args.rows} rows × {args.samples} samples each ({size_mb:.0f} MB of JSON together)")
+    print(f"load both: {t1 - t0:.2f} s   diff: {t2 - t1:.2f} s   total: {t2 - t0:.2f} s")
+    print(f"verdicts: {result.counts()}  exit code {result.exit_code}")
+    if args.keep is None:
+        base_p.unlink()
+        head_p.unlink()
+        folder.rmdir()
+
+
+if __name__ == "__main__":
+    main()
