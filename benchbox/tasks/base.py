@@ -111,6 +111,10 @@ class Task(ABC):
     def sizes(self) -> list[str]:
         return [self.size]
 
+    def parameter_count(self) -> int:
+        """Parameters of the model at ``self.size`` (builds it; a task may count without allocating)."""
+        return sum(int(p.numel()) for p in self.build_model().parameters())
+
     def info(self) -> dict[str, Any]:
         """Task facts for the receipt (the run adds model hash and parameter count)."""
         return {"name": self.name, "size": self.size, "dtype": self.dtype,
@@ -125,8 +129,12 @@ class Task(ABC):
         """What must be equal between a runner's answer and the reference's."""
         return answer
 
+    def default_gates(self) -> dict[str, float]:
+        """Gate thresholds for ``self.dtype`` before overrides; a task may set its own."""
+        return dict(DEFAULT_GATES.get(self.dtype, DEFAULT_GATES["float32"]))
+
     def gate_thresholds(self) -> dict[str, float]:
-        base = dict(DEFAULT_GATES.get(self.dtype, DEFAULT_GATES["float32"]))
+        base = self.default_gates()
         base.update(self.gate_overrides)
         return base
 

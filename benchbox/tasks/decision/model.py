@@ -1,4 +1,10 @@
-"""The decision model: a transformer encoder over the document and a schema head."""
+"""The decision model: text tokens and image/video patches in one encoder, and a schema head.
+
+Every input has a fixed shape per size (tokens and patches are padded to a maximum
+and carry masks), so a compiler sees one shape, CUDA graphs can be replayed and a
+TensorRT engine needs one profile. Attention is written out explicitly (no fused
+kernels) so the model exports to ONNX.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +17,7 @@ from torch import nn
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """Shape of one model size."""
+    """Shape of one model size; ``parameters`` is the stated count (a test checks it)."""
 
     vocab: int
     dim: int
@@ -21,30 +27,76 @@ class ModelSpec:
     max_tokens: int
     max_choices: int
     choice_tokens: int
+    patch: int
+    native_grid: int
+    max_patches: int
+    max_frames: int
+    parameters: int
+    #: default seed of the generated weights: chosen so that on every case the float32 top-two
+    #: logit gap exceeds twice the measured bfloat16 logit error (no coin-flip answers)
+    seed: int = 0
+
+    @property
+    def patch_dim(self) -> int:
+        return 3 * self.patch * self.patch
+
+    @property
+    def sequence(self) -> int:
+        return self.max_tokens + self.max_patches
 
 
 SIZES: dict[str, ModelSpec] = {
-    "tiny": ModelSpec(vocab=4096, dim=64, layers=2, heads=4, ffn=128, max_tokens=128,
-                      max_choices=8, choice_tokens=16),
-    "small": ModelSpec(vocab=8192, dim=256, layers=4, heads=4, ffn=1024, max_tokens=256,
-                       max_choices=8, choice_tokens=16),
-    "base": ModelSpec(vocab=16384, dim=512, layers=8, heads=8, ffn=2048, max_tokens=512,
-                      max_choices=8, choice_tokens=16),
-    "large": ModelSpec(vocab=32768, dim=1024, layers=16, heads=16, ffn=4096, max_tokens=1024,
-                       max_choices=8, choice_tokens=16),
+    # CI on a CPU: a default run of every case on two runners takes well under a minute
+    "tiny": ModelSpec(vocab=4096, dim=64, layers=2, heads=4, ffn=128, max_tokens=128, max_choices=8,
+                      choice_tokens=16, patch=16, native_grid=4, max_patches=96, max_frames=8,
+                      parameters=396_545),
+    "small": ModelSpec(vocab=8192, dim=256, layers=4, heads=4, ffn=1024, max_tokens=256, max_choices=8,
+                       choice_tokens=16, patch=16, native_grid=8, max_patches=256, max_frames=8,
+                       parameters=5_669_377, seed=2),
+    "base": ModelSpec(vocab=16384, dim=512, layers=8, heads=8, ffn=2048, max_tokens=384, max_choices=8,
+                      choice_tokens=16, patch=16, native_grid=16, max_patches=384, max_frames=8,
+                      parameters=34_860_033, seed=1),
+    # GPU: 1024-long sequences through 24 layers of width 1024, so compute dominates on an H200
+    "large": ModelSpec(vocab=32768, dim=1024, layers=24, heads=16, ffn=4096, max_tokens=512,
+                       max_choices=8, choice_tokens=16, patch=16, native_grid=24, max_patches=512,
+                       max_frames=8, parameters=339_875_841),
 }
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Where a reduced-precision model computes in float32 (explicit, recorded options)."""
+
+    softmax_fp32: bool = True
+    layernorm_fp32: bool = True
+    logits_fp32: bool = True
+
+
+class Norm(nn.LayerNorm):
+    """LayerNorm that can be evaluated in float32 and rounded back to the model dtype."""
+
+    def __init__(self, dim: int, fp32: bool) -> None:
+        super().__init__(dim)
+        self.fp32 = fp32
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.fp32 and x.dtype != torch.float32:
+            return nn.functional.layer_norm(x.float(), self.normalized_shape, self.weight.float(),
+                                            self.bias.float(), self.eps).to(x.dtype)
+        return super().forward(x)
 
 
 class Block(nn.Module):
     """Pre-norm transformer block with explicit attention (exports cleanly to ONNX)."""
 
-    def __init__(self, spec: ModelSpec) -> None:
+    def __init__(self, spec: ModelSpec, prec: Precision) -> None:
         super().__init__()
         self.heads = spec.heads
-        self.norm1 = nn.LayerNorm(spec.dim)
+        self.softmax_fp32 = prec.softmax_fp32
+        self.norm1 = Norm(spec.dim, prec.layernorm_fp32)
         self.qkv = nn.Linear(spec.dim, 3 * spec.dim)
         self.proj = nn.Linear(spec.dim, spec.dim)
-        self.norm2 = nn.LayerNorm(spec.dim)
+        self.norm2 = Norm(spec.dim, prec.layernorm_fp32)
         self.fc1 = nn.Linear(spec.dim, spec.ffn)
         self.fc2 = nn.Linear(spec.ffn, spec.dim)
 
@@ -53,55 +105,103 @@ class Block(nn.Module):
         h = self.heads
         q, k, v = self.qkv(self.norm1(x)).reshape(b, n, 3, h, d // h).permute(2, 0, 3, 1, 4)
         scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d // h))
-        # softmax in float32 before rounding back to the model dtype
-        attn = torch.softmax(scores.float() + bias, dim=-1).to(x.dtype)
+        if self.softmax_fp32:
+            attn = torch.softmax(scores.float() + bias, dim=-1).to(x.dtype)
+        else:
+            attn = torch.softmax(scores + bias.to(x.dtype), dim=-1)
         y = (attn @ v).transpose(1, 2).reshape(b, n, d)
         x = x + self.proj(y)
         return x + self.fc2(nn.functional.gelu(self.fc1(self.norm2(x))))
 
 
 class DecisionModel(nn.Module):
-    """Scores each choice of a schema against a document; returns float32 logits."""
+    """Scores each choice of a schema against a text, image or video document.
 
-    def __init__(self, spec: ModelSpec) -> None:
+    Inputs (batch 1, fixed shapes per size): ``tokens``/``token_mask`` [1, T];
+    ``patches`` [1, P, 3·p·p] normalized pixels and ``patch_mask`` [1, P];
+    ``pos_index``/``pos_weight`` [1, P, 4]: the four cells of the native position
+    grid each patch interpolates and their bilinear weights (computed by the
+    task's preprocess); ``frame`` [1, P]: each patch's frame; ``choice_tokens``/
+    ``choice_mask`` [1, C, L]. Output: ``logits`` [1, C] in float32 (0 for padded
+    choices).
+    """
+
+    def __init__(self, spec: ModelSpec, prec: Precision | None = None) -> None:
         super().__init__()
+        prec = prec or Precision()
         self.spec = spec
+        self.logits_fp32 = prec.logits_fp32
         self.embed = nn.Embedding(spec.vocab, spec.dim)
-        self.pos = nn.Parameter(torch.randn(spec.max_tokens, spec.dim) * 0.02)
-        self.blocks = nn.ModuleList(Block(spec) for _ in range(spec.layers))
-        self.norm = nn.LayerNorm(spec.dim)
-        self.doc_head = nn.Linear(spec.dim, spec.dim)
-        self.choice_head = nn.Linear(spec.dim, spec.dim)
+        self.text_pos = nn.Parameter(torch.zeros(spec.max_tokens, spec.dim))
+        self.patch_embed = nn.Linear(spec.patch_dim, spec.dim)
+        self.grid_pos = nn.Parameter(torch.zeros(spec.native_grid * spec.native_grid, spec.dim))
+        self.frame_pos = nn.Parameter(torch.zeros(spec.max_frames, spec.dim))
+        self.blocks = nn.ModuleList(Block(spec, prec) for _ in range(spec.layers))
+        self.norm = Norm(spec.dim, prec.layernorm_fp32)
+        self.doc_proj = nn.Linear(spec.dim, spec.dim)
+        self.choice_proj = nn.Linear(spec.dim, spec.dim)
+        self.score = nn.Linear(spec.dim, 1)
 
-    def forward(self, tokens: torch.Tensor, token_mask: torch.Tensor,
-                choice_tokens: torch.Tensor, choice_mask: torch.Tensor) -> tuple[torch.Tensor]:
+    def forward(self, tokens: torch.Tensor, token_mask: torch.Tensor, patches: torch.Tensor,
+                patch_mask: torch.Tensor, pos_index: torch.Tensor, pos_weight: torch.Tensor,
+                frame: torch.Tensor, choice_tokens: torch.Tensor,
+                choice_mask: torch.Tensor) -> tuple[torch.Tensor]:
         dtype = self.embed.weight.dtype
-        n = tokens.shape[1]
-        x = self.embed(tokens) + self.pos[:n].to(dtype)
-        bias = ((1.0 - token_mask.float()) * -1e4)[:, None, None, :]
+        text = self.embed(tokens) + self.text_pos
+        # interpolated position embedding: weighted sum of four native-grid rows, in float32
+        pos = (nn.functional.embedding(pos_index, self.grid_pos).float() * pos_weight[..., None]).sum(2)
+        vis = (self.patch_embed(patches.to(dtype)) + pos.to(dtype)
+               + nn.functional.embedding(frame, self.frame_pos))
+        x = torch.cat([text, vis], dim=1)
+        mask = torch.cat([token_mask, patch_mask], dim=1).float()
+        bias = ((1.0 - mask) * -1e4)[:, None, None, :]
         for block in self.blocks:
             x = block(x, bias)
         x = self.norm(x)
-        m = token_mask.to(dtype)[..., None]
+        m = mask.to(dtype)[..., None]
         doc = (x * m).sum(1) / m.sum(1).clamp(min=1.0)
         cm = choice_mask.to(dtype)[..., None]
         ce = (self.embed(choice_tokens) * cm).sum(2) / cm.sum(2).clamp(min=1.0)
-        d = self.doc_head(doc).float()
-        c = self.choice_head(ce).float()
-        # the joint document/choice score is evaluated in float32
-        logits = (c * d[:, None, :]).sum(-1) * (1.0 / math.sqrt(self.spec.dim))
+        # joint document/choice score: one hidden layer over (document, choice), per choice
+        if self.logits_fp32:
+            joint = (_linear32(self.doc_proj, doc.float())[:, None, :]
+                     + _linear32(self.choice_proj, ce.float()))
+            logits = _linear32(self.score, nn.functional.gelu(joint))[..., 0]
+        else:
+            joint = self.doc_proj(doc)[:, None, :] + self.choice_proj(ce)
+            logits = self.score(nn.functional.gelu(joint))[..., 0].float()
         valid = choice_mask.float().amax(-1)
         return (logits * valid,)
 
 
-def build(spec: ModelSpec, seed: int, dtype: torch.dtype) -> DecisionModel:
-    """Seeded weights: the same seed gives the same model on every machine."""
+def _linear32(layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    return nn.functional.linear(x, layer.weight.float(), layer.bias.float())
+
+
+def build(spec: ModelSpec, seed: int, dtype: torch.dtype, prec: Precision | None = None,
+          device: str = "cpu") -> DecisionModel:
+    """Seeded weights: the same seed gives the same model on every machine.
+
+    On ``device="meta"`` nothing is allocated (for counting parameters of large sizes).
+    """
+    if device == "meta":
+        with torch.device("meta"):
+            return DecisionModel(spec, prec).to(dtype).eval()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = DecisionModel(spec)
+        model = DecisionModel(spec, prec)
         for name, p in model.named_parameters():
-            if p.dim() >= 2:
-                nn.init.normal_(p, std=0.05 if "embed" not in name else 0.5)
+            if name in ("text_pos", "grid_pos", "frame_pos"):
+                nn.init.normal_(p, std=0.1)
+            elif name.startswith(("doc_proj.", "choice_proj.", "score.")) and p.dim() >= 2:
+                # a confident head (as a trained one is): logits spread over a few units
+                nn.init.normal_(p, std=(4.0 if name.startswith("score.") else 2.0) / math.sqrt(spec.dim))
+            elif p.dim() >= 2:
+                nn.init.normal_(p, std=0.5 if "embed." in name else 0.05)
             elif name.endswith("bias"):
                 nn.init.normal_(p, std=0.01)
     return model.to(dtype).eval()
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())

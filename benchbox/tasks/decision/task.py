@@ -1,23 +1,62 @@
-"""The built-in ``decision`` task: a document plus a schema of choices in, a label out."""
+"""The built-in ``decision`` task: a document plus a schema of choices in, a label out.
+
+A document is text, an image or a video (frames); images and video travel inside
+the JSON request as base64 of raw RGB bytes. ``parse`` validates and decodes,
+``preprocess`` tokenizes, resizes, normalizes, cuts patches and computes the
+interpolated patch positions, all into fixed-shape arrays (padded, with masks).
+"""
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
 import json
 import re
 import zlib
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from benchbox.errors import UsageError
 from benchbox.tasks.base import Case, Task
+from benchbox.tasks.decision import media
 from benchbox.tasks.decision.model import SIZES
 
 PAD, CLS, SEP = 0, 1, 2
 _RESERVED = 3
 _WORD = re.compile(r"[a-z0-9]+|[^\sa-z0-9]")
-CASE_NAMES = ("invoice", "outage", "receipt")
+CASE_NAMES = ("invoice", "outage", "receipt", "image", "video")
+MAX_SIDE = 4096
+MAX_FRAMES = 256
+
+#: task options: name → (type, default, meaning). Booleans are precision choices recorded in info().
+OPTIONS: dict[str, tuple[type, Any, str]] = {
+    "seed": (int, None, "seed of the generated weights (default: the size's seed)"),
+    "weights": (str, "", "safetensors file with the model's weights (replaces the seeded ones)"),
+    "softmax_fp32": (bool, True, "attention softmax evaluated in float32, then rounded to the dtype"),
+    "layernorm_fp32": (bool, True, "layer norms evaluated in float32, then rounded to the dtype"),
+    "logits_fp32": (bool, True, "the schema head (joint document/choice score) in float32"),
+    "pos_interp_round": (bool, True, "patch-position source coordinates snap to multiples of 1/256"),
+    "fault": (str, "none", "deliberate fault, to prove the gates: none, flip_answer, unrepeatable"),
+}
+FAULTS = ("none", "flip_answer", "unrepeatable")
+
+#: Gate defaults per dtype. Measured (eager on the CPU against the float32 reference, all five
+#: cases, sizes tiny and small, default precision options; `python -m benchbox.tasks.decision.precision`):
+#:   bfloat16: logit max abs 0.029 (tiny) / 0.040 (small), prob max abs 0.0018 / 0.0015
+#:   float16:  logit max abs 0.0012 / 0.0016,             prob max abs 0.00023 / 0.00015
+#: With softmax_fp32, layernorm_fp32 and logits_fp32 all false, bfloat16 reaches prob 0.0079 /
+#: 0.0053 and float16 logit 0.0029 / 0.0037: the defaults below (about 3-6x the measured
+#: errors) accept the careful configuration and catch the careless one in bfloat16.
+GATES: dict[str, dict[str, float]] = {
+    "float32": {"logit_max_abs": 1e-3, "prob_max_abs": 1e-4},
+    "float16": {"logit_max_abs": 1e-2, "prob_max_abs": 1e-3},
+    "bfloat16": {"logit_max_abs": 1.5e-1, "prob_max_abs": 6e-3},
+}
 
 
 @dataclass(frozen=True)
@@ -29,9 +68,12 @@ class Choice:
 @dataclass(frozen=True)
 class Request:
     id: str
+    kind: str
     text: str
     question: str
     choices: tuple[Choice, ...]
+    #: uint8 [frames, height, width, 3] for image and video documents
+    pixels: np.ndarray | None = None
 
 
 def tokenize(text: str, vocab: int) -> list[int]:
@@ -44,23 +86,74 @@ def _field(obj: dict[str, Any], key: str, kind: type, where: str) -> Any:
     if key not in obj:
         raise ValueError(f"{where}: missing '{key}'")
     value = obj[key]
-    if not isinstance(value, kind):
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise ValueError(f"{where}.{key}: expected {kind.__name__}, got {type(value).__name__}")
     return value
 
 
+def _dim(obj: dict[str, Any], key: str, hi: int) -> int:
+    v = _field(obj, key, int, "document")
+    if not 1 <= v <= hi:
+        raise ValueError(f"document.{key}: must be in 1..{hi}, got {v}")
+    return v
+
+
+def _option(options: dict[str, Any], key: str) -> Any:
+    kind, default, _ = OPTIONS[key]
+    v = options.get(key, default)
+    if v is None:
+        return None
+    if kind is bool and isinstance(v, int) and v in (0, 1):
+        v = bool(v)
+    if kind is str and not isinstance(v, str):
+        v = str(v)
+    if not isinstance(v, kind) or (kind is int and isinstance(v, bool)):
+        raise ValueError(f"task option {key}: expected {kind.__name__}, got {v!r}")
+    return v
+
+
+def _parse_pixels(doc: dict[str, Any], kind: str) -> np.ndarray:
+    enc = _field(doc, "encoding", str, "document")
+    if enc != "rgb8":
+        raise ValueError(f"document.encoding {enc!r} is not supported (rgb8)")
+    w, h = _dim(doc, "width", MAX_SIDE), _dim(doc, "height", MAX_SIDE)
+    f = _dim(doc, "frames", MAX_FRAMES) if kind == "video" else 1
+    data = _field(doc, "data", str, "document")
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError) as e:
+        raise ValueError(f"document.data: not base64: {e}") from None
+    if len(raw) != f * h * w * 3:
+        raise ValueError(f"document.data: {len(raw)} bytes, expected {f}×{h}×{w}×3 = {f * h * w * 3}")
+    return np.frombuffer(raw, np.uint8).reshape(f, h, w, 3)
+
+
 class DecisionTask(Task):
-    """Structured decision over a text document: which choice of the schema fits."""
+    """Structured decision over a text, image or video document: which choice of the schema fits."""
 
     name = "decision"
-    input_names = ("tokens", "token_mask", "choice_tokens", "choice_mask")
+    input_names = ("tokens", "token_mask", "patches", "patch_mask", "pos_index", "pos_weight",
+                   "frame", "choice_tokens", "choice_mask")
     output_names = ("logits",)
 
     def __post_init__(self) -> None:
         if self.size not in SIZES:
             raise ValueError(f"unknown size {self.size!r} (sizes: {', '.join(SIZES)})")
+        unknown = sorted(set(self.options) - set(OPTIONS))
+        if unknown:
+            raise ValueError(f"unknown task option {unknown[0]!r} (options: {', '.join(OPTIONS)})")
         self.spec = SIZES[self.size]
-        self.seed = int(self.options.get("seed", 0))
+        self.settings: dict[str, Any] = {k: _option(self.options, k) for k in OPTIONS}
+        if self.settings["seed"] is None:
+            self.settings["seed"] = self.spec.seed
+        self.seed = int(self.settings["seed"])
+        if self.settings["fault"] not in FAULTS:
+            raise ValueError(f"task option fault: {self.settings['fault']!r} is not one of "
+                             f"{', '.join(FAULTS)}")
+        self._calls: dict[bytes, int] = {}
+        self.weights_sha256 = ""
+        if self.settings["weights"]:
+            self.weights_sha256 = self._check_weights(Path(self.settings["weights"]))
 
     def sizes(self) -> list[str]:
         return list(SIZES)
@@ -76,8 +169,8 @@ class DecisionTask(Task):
         doc = _field(obj, "document", dict, "request")
         schema = _field(obj, "schema", dict, "request")
         kind = _field(doc, "type", str, "document")
-        if kind != "text":
-            raise ValueError(f"document.type {kind!r} is not supported by this task")
+        if kind not in ("text", "image", "video"):
+            raise ValueError(f"document.type {kind!r} is not supported (text, image, video)")
         raw = _field(schema, "choices", list, "schema")
         if not 2 <= len(raw) <= self.spec.max_choices:
             raise ValueError(f"schema.choices: need 2..{self.spec.max_choices} choices, got {len(raw)}")
@@ -85,12 +178,24 @@ class DecisionTask(Task):
         for i, c in enumerate(raw):
             if not isinstance(c, dict):
                 raise ValueError(f"schema.choices[{i}]: expected object")
-            choices.append(Choice(_field(c, "label", str, f"schema.choices[{i}]"),
-                                  str(c.get("description", ""))))
+            desc = c.get("description", "")
+            if not isinstance(desc, str):
+                raise ValueError(f"schema.choices[{i}].description: expected str")
+            choices.append(Choice(_field(c, "label", str, f"schema.choices[{i}]"), desc))
         if len({c.label for c in choices}) != len(choices):
             raise ValueError("schema.choices: labels must be unique")
-        return Request(id=str(obj.get("id", "")), text=_field(doc, "text", str, "document"),
-                       question=str(schema.get("question", "")), choices=tuple(choices))
+        question = schema.get("question", "")
+        if not isinstance(question, str):
+            raise ValueError("schema.question: expected str")
+        if kind == "text":
+            text, pixels = _field(doc, "text", str, "document"), None
+        else:
+            caption = doc.get("caption", "")
+            if not isinstance(caption, str):
+                raise ValueError("document.caption: expected str")
+            text, pixels = caption, _parse_pixels(doc, kind)
+        return Request(id=str(obj.get("id", "")), kind=kind, text=text, question=question,
+                       choices=tuple(choices), pixels=pixels)
 
     def preprocess(self, request: Request) -> tuple[np.ndarray, ...]:
         s = self.spec
@@ -100,6 +205,27 @@ class DecisionTask(Task):
         tokens[0, : len(ids)] = ids
         mask = np.zeros((1, s.max_tokens), np.float32)
         mask[0, : len(ids)] = 1.0
+        patches = np.zeros((1, s.max_patches, s.patch_dim), np.float32)
+        patch_mask = np.zeros((1, s.max_patches), np.float32)
+        pos_index = np.zeros((1, s.max_patches, 4), np.int64)
+        pos_weight = np.zeros((1, s.max_patches, 4), np.float32)
+        frame = np.zeros((1, s.max_patches), np.int64)
+        if request.pixels is not None:
+            px = request.pixels
+            n_in = px.shape[0]
+            n = min(n_in, s.max_frames)
+            # temporal sampling: the frame nearest the centre of each of n equal spans
+            keep = (np.arange(n) * 2 + 1) * n_in // (2 * n)
+            rows, cols = media.fit_grid(px.shape[2], px.shape[1], s.max_patches // n)
+            frames = media.resize(px[keep], rows * s.patch, cols * s.patch)
+            flat = media.patchify(media.normalize(frames), s.patch)
+            k = flat.shape[0]
+            patches[0, :k] = flat
+            patch_mask[0, :k] = 1.0
+            idx, w = media.position_weights(rows, cols, s.native_grid, self.settings["pos_interp_round"])
+            pos_index[0, :k] = np.tile(idx, (n, 1))
+            pos_weight[0, :k] = np.tile(w, (n, 1))
+            frame[0, :k] = np.repeat(np.arange(n), rows * cols)
         ctok = np.zeros((1, s.max_choices, s.choice_tokens), np.int64)
         cmask = np.zeros((1, s.max_choices, s.choice_tokens), np.float32)
         for i, c in enumerate(request.choices):
@@ -107,13 +233,31 @@ class DecisionTask(Task):
             cid = cid[: s.choice_tokens]
             ctok[0, i, : len(cid)] = cid
             cmask[0, i, : len(cid)] = 1.0
-        return tokens, mask, ctok, cmask
+        return tokens, mask, patches, patch_mask, pos_index, pos_weight, frame, ctok, cmask
 
     def reduce(self, outputs: dict[str, np.ndarray], request: Request) -> dict[str, Any]:
         logits = outputs["logits"][0, : len(request.choices)].astype(np.float32)
+        call = self._count(request)
+        if self.settings["fault"] == "unrepeatable" and call % 2 == 0:
+            # deliberate fault: every other call of a request nudges one logit by 1e-4,
+            # well inside the logit and probability gates, but the response bytes differ
+            logits = logits.copy()
+            logits[0] += np.float32(1e-4)
         z = np.exp(logits - logits.max())
         probs = z / z.sum()
-        return {"probabilities": probs, "best": int(np.argmax(probs))}
+        best = int(np.argmax(probs))
+        if self.settings["fault"] == "flip_answer" and call > 1:
+            # deliberate fault: after the first call of a request (the reference, in a run),
+            # answer the runner-up choice
+            best = int(np.argsort(-probs, kind="stable")[1])
+        return {"probabilities": probs, "best": best}
+
+    def _count(self, request: Request) -> int:
+        if self.settings["fault"] == "none":
+            return 0
+        key = request.id.encode()
+        self._calls[key] = self._calls.get(key, 0) + 1
+        return self._calls[key]
 
     def answer(self, reduced: dict[str, Any], request: Request) -> dict[str, Any]:
         probs = reduced["probabilities"]
@@ -131,12 +275,58 @@ class DecisionTask(Task):
         root = resources.files("benchbox.tasks.decision") / "fixtures"
         return [Case(n, (root / f"{n}.json").read_bytes()) for n in CASE_NAMES]
 
-    def build_model(self) -> Any:
+    def precision(self) -> Any:
+        from benchbox.tasks.decision.model import Precision
+
+        return Precision(softmax_fp32=self.settings["softmax_fp32"],
+                         layernorm_fp32=self.settings["layernorm_fp32"],
+                         logits_fp32=self.settings["logits_fp32"])
+
+    def build_model(self, device: str = "cpu") -> Any:
+        """The model at ``self.dtype``; ``device="meta"`` builds it without allocating."""
         import torch
 
         from benchbox.tasks.decision.model import build
 
-        return build(self.spec, self.seed, getattr(torch, self.dtype))
+        model = build(self.spec, self.seed, getattr(torch, self.dtype), self.precision(), device)
+        if self.settings["weights"] and device != "meta":
+            from benchbox.tasks.decision.weights import load_safetensors
+
+            path = Path(self.settings["weights"])
+            try:
+                state = load_safetensors(path)
+                model.load_state_dict({k: v.to(getattr(torch, self.dtype)) for k, v in state.items()},
+                                      strict=True)
+            except (OSError, ValueError, RuntimeError) as e:
+                raise UsageError(f"task option weights={path}: {str(e).strip().splitlines()[0]}") from None
+        return model
+
+    def parameter_count(self) -> int:
+        from benchbox.tasks.decision.model import count_parameters
+
+        return count_parameters(self.build_model(device="meta"))
+
+    def _check_weights(self, path: Path) -> str:
+        """Keys and shapes of a weights file against the model; ValueError with one line if not."""
+        from benchbox.tasks.decision.weights import read_header
+
+        header = read_header(path)
+        expected = {k: tuple(v.shape) for k, v in self.build_model(device="meta").state_dict().items()}
+        missing = sorted(set(expected) - set(header))
+        extra = sorted(set(header) - set(expected))
+        if missing:
+            raise ValueError(f"weights={path}: missing {len(missing)} tensor(s), first {missing[0]!r}")
+        if extra:
+            raise ValueError(f"weights={path}: {len(extra)} unexpected tensor(s), first {extra[0]!r}")
+        for k, shape in expected.items():
+            got = tuple(header[k]["shape"])
+            if got != shape:
+                raise ValueError(f"weights={path}: tensor {k!r} has shape {list(got)}, "
+                                 f"the {self.size} model needs {list(shape)}")
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+
+    def default_gates(self) -> dict[str, float]:
+        return dict(GATES[self.dtype])
 
     def probabilities(self, reduced: Any) -> np.ndarray | None:
         return reduced["probabilities"]
@@ -148,4 +338,10 @@ class DecisionTask(Task):
         d = super().info()
         d["spec"] = self.spec.__dict__
         d["seed"] = self.seed
+        d["precision"] = {k: self.settings[k] for k in
+                          ("softmax_fp32", "layernorm_fp32", "logits_fp32", "pos_interp_round")}
+        d["weights"] = ({"path": self.settings["weights"], "sha256": self.weights_sha256}
+                        if self.settings["weights"] else "seeded")
+        if self.settings["fault"] != "none":
+            d["fault"] = self.settings["fault"]
         return d
