@@ -23,6 +23,7 @@ trt = pytest.importorskip(
 
 from benchbox.errors import UsageError  # noqa: E402
 from benchbox.harness import PhaseTimer  # noqa: E402
+from benchbox.receipts import load_receipt  # noqa: E402
 from benchbox.runners import availability, runner_class  # noqa: E402
 from benchbox.runners import tensorrt as trt_runner  # noqa: E402
 from benchbox.runners.onnx_export import OnnxExport, example_inputs, export_onnx  # noqa: E402
@@ -150,6 +151,9 @@ def test_availability_says_precisely_why() -> None:
 
 
 def test_availability_with_simulated_missing_packages(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(trt_runner, "missing_export_packages", lambda: ["onnxscript"])
+    assert TensorRTRunner.availability("cuda") == ("onnxscript (to export the model to ONNX) not installed: "
+                                                   "pip install 'benchbox[tensorrt-rtx]'")
     monkeypatch.setattr(trt_runner, "installed", lambda flavour: False)
     assert TensorRTRunner.availability("cuda") == NOT_INSTALLED
     assert availability("tensorrt", "cpu") == NOT_INSTALLED
@@ -197,11 +201,11 @@ def test_cli_run_on_cpu_fails_tensorrt_rows_with_build_facts_and_keeps_eager_val
     env = {**os.environ, "BENCHBOX_CACHE": str(tmp_path / "cache")}
     proc = subprocess.run(
         [sys.executable, "-m", "benchbox", "run", "--runner", "tensorrt", "--runner", "torch-eager",
-         "--samples", "15", "--warmup", "1", "--out", str(out)],
+         "--case", "invoice", "--samples", "15", "--warmup", "1", "--out", str(out)],
         capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert NEEDS_CUDA in proc.stderr
-    receipt = json.loads(out.read_text())
+    receipt = load_receipt(out)  # the receipt, failed rows and build facts included, is well formed
     rows = {(r["runner"], r["case"]): r for r in receipt["results"]}
     cases = [c["name"] for c in receipt["task"]["cases"]]
     assert len(rows) == 2 * len(cases)

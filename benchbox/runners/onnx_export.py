@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import importlib.util
 import io
 import logging
 import warnings
@@ -18,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from benchbox.errors import MissingExtraError
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,14 @@ class OnnxExport:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(self.model)
         return path
+
+
+EXPORT_PACKAGES = ("onnx", "onnxscript")
+
+
+def missing_export_packages() -> list[str]:
+    """The packages the export needs that are not installed (checked without importing them)."""
+    return [p for p in EXPORT_PACKAGES if importlib.util.find_spec(p) is None]
 
 
 def example_inputs(task: Any, case_request: bytes | None = None) -> tuple[np.ndarray, ...]:
@@ -96,6 +107,9 @@ def export_onnx(task: Any, example: tuple[np.ndarray, ...] | None = None, *, mod
     Input and output names come from ``task.input_names``/``task.output_names``; the
     inputs are whatever ``task.preprocess`` returns, so any task exports the same way.
     """
+    missing = missing_export_packages()
+    if missing:
+        raise MissingExtraError(" and ".join(missing), "onnx")
     import torch
 
     if example is None:

@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from benchbox.errors import UsageError
+from benchbox.errors import MissingExtraError, UsageError
 from benchbox.runners.base import Phases
-from benchbox.runners.onnx_export import OnnxExport, export_onnx
+from benchbox.runners.onnx_export import OnnxExport, export_onnx, missing_export_packages
 from benchbox.runners.torch_runner import TorchRunner, cuda_reason
 
 #: flavour → (Python module, benchbox extra)
@@ -270,6 +270,10 @@ class TensorRTRunner(TorchRunner):
         flavour = resolve_flavour(requested)
         if flavour is None:
             return missing_reason(requested)
+        missing = missing_export_packages()
+        if missing:
+            return (f"{' and '.join(missing)} (to export the model to ONNX) not installed: "
+                    f"pip install 'benchbox[{FLAVOURS[flavour][1]}]'")
         if not device.startswith("cuda"):
             return NEEDS_CUDA
         reason = cuda_reason(device)
@@ -413,6 +417,9 @@ class TensorRTRunner(TorchRunner):
             return {"flavour": None, "flavour_requested": self.options["flavour"]}
         try:
             engine = self.build(task, example, phases)
+        except MissingExtraError as e:
+            self.facts["build_error"] = str(e)
+            return self.report()
         except UsageError:
             raise
         except Exception as e:  # export, parse or build: keep what was learnt before it
