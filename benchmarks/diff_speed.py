@@ -62,15 +62,17 @@ def main() -> None:
     write_receipt(head_p, synthetic(args.rows, args.samples, 2, slow_every=50))
     size_mb = (base_p.stat().st_size + head_p.stat().st_size) / 1e6
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     base, head = load_receipt(base_p), load_receipt(head_p)
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.process_time()
     result = diff_receipts(base, head, DiffOptions())
-    t2 = time.perf_counter()
+    t2, c2 = time.perf_counter(), time.process_time()
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
           f"Python {platform.python_version()}")
     print(f"receipts: {args.rows} rows × {args.samples} samples each ({size_mb:.0f} MB of JSON together)")
-    print(f"load both: {t1 - t0:.2f} s   diff: {t2 - t1:.2f} s   total: {t2 - t0:.2f} s")
+    print(f"load both: {t1 - t0:.2f} s wall ({c1 - c0:.2f} s CPU)   diff: {t2 - t1:.2f} s wall "
+          f"({c2 - c1:.2f} s CPU)   total: {t2 - t0:.2f} s wall")
+    print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     print(f"verdicts: {result.counts()}  exit code {result.exit_code}")
     if args.keep is None:
         base_p.unlink()
