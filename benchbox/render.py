@@ -13,6 +13,31 @@ def _ci(ci: Any) -> str:
     return f"[{_ms(ci[0])}, {_ms(ci[1])}]" if isinstance(ci, list) and len(ci) == 2 else "unresolved"
 
 
+_FALLBACK_WORDS = {"graph_break": "graph break", "recompile": "recompile",
+                   "autotune_choice": "autotune pick", "cudagraph_skip": "cudagraph skip"}
+
+
+def fallback_summary(fallbacks: list[dict[str, Any]]) -> str:
+    """One phrase per fallback kind: "1 graph break, 2 aten ops (layer_norm forced), 3 autotune picks"."""
+    counts: dict[str, int] = {}
+    for f in fallbacks:
+        kind = str(f.get("kind", "other"))
+        if kind == "aten_fallback" and not f.get("calls", 1):
+            continue  # forced, but absent from the generated code
+        n = int(f.get("count", 1)) if kind in ("graph_break", "cudagraph_skip") else 1
+        counts[kind] = counts.get(kind, 0) + n
+    forced = sorted({str(f["requested"]) for f in fallbacks
+                     if f.get("kind") == "aten_fallback" and f.get("requested") and f.get("calls")})
+    parts = []
+    for kind, n in counts.items():
+        word = "aten op" if kind == "aten_fallback" else _FALLBACK_WORDS.get(kind, kind.replace("_", " "))
+        part = f"{n} {word}{'' if n == 1 else 's'}"
+        if kind == "aten_fallback" and forced:
+            part += f" ({', '.join(forced)} forced)"
+        parts.append(part)
+    return ", ".join(parts) or "none"
+
+
 def results_table(receipt: dict[str, Any]) -> str:
     """One line per (runner, case): status, p50/p99 in ms with intervals, samples."""
     c = receipt["contract"]
@@ -34,6 +59,12 @@ def results_table(receipt: dict[str, Any]) -> str:
                      f"{_ms(s.get('p99_ns')):>9} {_ci(s.get('p99_ci_ns')):>21}")
         for reason in r.get("reasons", []):
             lines.append(f"{'':<16} ↳ {reason}")
+    reported: dict[str, list[dict[str, Any]]] = {}
+    for r in receipt["results"]:
+        fb = (r.get("runner_report") or {}).get("fallbacks")
+        if fb and r["runner"] not in reported:
+            reported[r["runner"]] = fb
+    lines += [f"{name} fallbacks: {fallback_summary(fb)}" for name, fb in reported.items()]
     comp = receipt.get("comparisons") or {}
     if comp.get("rows"):
         lines.append(f"p50 ratio against {comp['baseline']} (valid rows only):")

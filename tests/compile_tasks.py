@@ -1,0 +1,97 @@
+"""A tiny user task for the torch-compile tests: a few vectors in, a label out.
+
+Its model can break the graph on purpose (``.item()`` in ``forward``), so the
+torch-compile runner must report a graph break. Loaded as
+``--task tests.compile_tasks:factory`` (or ``compile_tasks:factory`` from tests/).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from benchbox.tasks import Case, Task
+
+LABELS = ("alpha", "beta", "gamma", "delta")
+DIM = 8
+
+
+@dataclass
+class VectorTask(Task):
+    """``{"values": [8 floats]}`` → ``{"label": ..., "probs": [...]}``.
+
+    Option ``graph_break`` (default true): ``forward`` calls ``.item()``.
+    """
+
+    name: ClassVar[str] = "vector"
+    input_names: ClassVar[tuple[str, ...]] = ("x",)
+    output_names: ClassVar[tuple[str, ...]] = ("logits",)
+
+    def __post_init__(self) -> None:
+        unknown = set(self.options) - {"graph_break"}
+        if unknown:
+            raise ValueError(f"unknown option {sorted(unknown)[0]!r} (options: graph_break)")
+
+    def parse(self, request: bytes) -> Any:
+        obj = json.loads(request)
+        vals = obj.get("values") if isinstance(obj, dict) else None
+        if not isinstance(vals, list) or len(vals) != DIM:
+            raise ValueError(f"'values' must be a list of {DIM} numbers")
+        return [float(v) for v in vals]
+
+    def preprocess(self, request: Any) -> tuple[np.ndarray, ...]:
+        return (np.asarray([request], dtype=np.float32),)
+
+    def reduce(self, outputs: dict[str, np.ndarray], request: Any) -> Any:
+        z = outputs["logits"][0].astype(np.float64)
+        e = np.exp(z - z.max())
+        return e / e.sum()
+
+    def answer(self, reduced: Any, request: Any) -> Any:
+        return {"label": LABELS[int(np.argmax(reduced))],
+                "probs": [round(float(p), 6) for p in reduced]}
+
+    def serialize(self, answer: Any) -> bytes:
+        return json.dumps(answer, sort_keys=True).encode()
+
+    def probabilities(self, reduced: Any) -> np.ndarray | None:
+        return np.asarray(reduced)
+
+    def answer_key(self, answer: Any) -> Any:
+        return answer["label"]
+
+    def cases(self) -> list[Case]:
+        rng = np.random.default_rng(7)
+        return [Case(f"v{i}", json.dumps({"values": rng.normal(size=DIM).round(4).tolist()}).encode())
+                for i in range(2)]
+
+    def build_model(self) -> Any:
+        import torch
+        from torch import nn
+
+        class Model(nn.Module):
+            def __init__(self, graph_break: bool) -> None:
+                super().__init__()
+                self.graph_break = graph_break
+                self.fc1 = nn.Linear(DIM, 32)
+                self.norm = nn.LayerNorm(32)
+                self.fc2 = nn.Linear(32, len(LABELS))
+
+            def forward(self, x: torch.Tensor) -> tuple[torch.Tensor]:
+                h = torch.relu(self.norm(self.fc1(x)))
+                if self.graph_break and h.abs().sum().item() > 1e30:  # never true: only breaks the graph
+                    h = h * 0.5
+                return (self.fc2(h).float(),)
+
+        torch.manual_seed(0)
+        dtype = {"float32": torch.float32, "float16": torch.float16,
+                 "bfloat16": torch.bfloat16}[self.dtype]
+        return Model(bool(self.options.get("graph_break", True))).to(dtype).eval()
+
+
+def factory(**kwargs: Any) -> VectorTask:
+    """The task factory ``load_task`` calls."""
+    return VectorTask(**kwargs)
