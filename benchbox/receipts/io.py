@@ -237,15 +237,20 @@ def _opt(d: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> bool:
     return isinstance(v, kind)
 
 
+_SUMMARY_NS = ("p50_ns", "p90_ns", "p99_ns", "mean_ns", "min_ns", "max_ns")
+_SUMMARY_CI = ("p50_ci_ns", "p90_ci_ns", "p99_ci_ns")
+
+
 def _check_summary(s: dict[str, Any], where: str, at: str) -> None:
     _expect(_opt(s, "n", int) and s.get("n", 0) >= 0, where, f"{at}.summary.n is not a count")
-    for key, v in s.items():
-        if key.endswith("_ci_ns"):
-            _expect(v is None or (_ns_list(v) and len(v) == 2), where,
-                    f"{at}.summary.{key} is not null or a [lo, hi] pair of integers")
-        elif key.endswith("_ns"):
-            _expect(v is None or (_is_int(v) and -MAX_NS <= v <= MAX_NS), where,
-                    f"{at}.summary.{key} is not an integer")
+    for key in _SUMMARY_NS:
+        v = s.get(key)
+        _expect(v is None or (_is_int(v) and 0 <= v <= MAX_NS), where,
+                f"{at}.summary.{key} is not a non-negative integer")
+    for key in _SUMMARY_CI:
+        v = s.get(key)
+        _expect(v is None or (_ns_list(v) and len(v) == 2), where,
+                f"{at}.summary.{key} is not null or a [lo, hi] pair of integers")
 
 
 def _check_row(row: Any, where: str, at: str) -> None:
