@@ -224,3 +224,44 @@ def test_cli_run_on_cpu_fails_tensorrt_rows_with_build_facts_and_keeps_eager_val
         assert rep["engine_validity_here"]["validity"] == "INVALID"
         assert {"export", "parse", "build"} <= set(rep["prepare_s"])
         assert e["status"] == "valid" and len(e["samples_ns"]) >= 15
+
+
+def test_inspector_report_reads_detailed_layer_json_from_a_mocked_engine() -> None:
+    """A deserialized engine needs a supported GPU, so the engine object here is a stand-in."""
+    info = {"Layers": [
+        {"Name": "gemm_1", "LayerType": "MatrixMultiply", "TacticName": "sm89_xmma",
+         "Outputs": [{"Name": "y", "Format/Datatype": "Row major linear FP16 format"}]},
+        {"Name": "custom", "LayerType": "PluginV3",
+         "Outputs": [{"Format/Datatype": "Row major linear FP32"}]},
+    ], "Bindings": ["x", "y"]}
+
+    class Inspector:
+        def get_engine_information(self, fmt: Any) -> str:
+            assert fmt == trt.LayerInformationFormat.JSON
+            return json.dumps(info)
+
+    class Engine:
+        num_io_tensors = 2
+
+        def create_engine_inspector(self) -> Inspector:
+            return Inspector()
+
+        def get_tensor_name(self, i: int) -> str:
+            return ["x", "y"][i]
+
+        def get_tensor_mode(self, name: str) -> Any:
+            return trt.TensorIOMode.INPUT if name == "x" else trt.TensorIOMode.OUTPUT
+
+        def get_tensor_shape(self, name: str) -> Any:
+            return trt.Dims([1, 4])
+
+        def get_tensor_dtype(self, name: str) -> Any:
+            return trt.DataType.HALF
+
+    rep = trt_runner.inspector_report(trt, Engine())
+    assert rep["source"] == "engine_inspector" and rep["num_layers"] == 2
+    assert rep["layer_types"] == {"MatrixMultiply": 1, "PluginV3": 1}
+    assert rep["precisions"] == {"FP16": 1, "FP32": 1} and rep["plugin_layers"] == ["custom"]
+    assert rep["layers"][0]["tactic"] == "sm89_xmma"
+    assert rep["io_tensors"] == [{"name": "x", "mode": "INPUT", "shape": [1, 4], "dtype": "HALF"},
+                                 {"name": "y", "mode": "OUTPUT", "shape": [1, 4], "dtype": "HALF"}]

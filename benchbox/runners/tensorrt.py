@@ -257,6 +257,8 @@ class TensorRTRunner(TorchRunner):
         self._context: Any = None
         self._outputs: list[torch.Tensor] = []
         self._graph: Any = None
+        self._log: Any = None
+        self._runtime: Any = None
 
     # -- availability ------------------------------------------------------------
     @classmethod
@@ -326,8 +328,11 @@ class TensorRTRunner(TorchRunner):
 
     # -- build ----------------------------------------------------------------------
     def build(self, task: Any, example: tuple[np.ndarray, ...], phases: Phases,
-              exported: OnnxExport | None = None) -> bytes:
-        """Export, parse, build (or load from the cache); fills ``facts``; returns the engine bytes."""
+              exported: OnnxExport | None = None, model: Any = None) -> bytes:
+        """Export, parse, build (or load from the cache); fills ``facts``; returns the engine bytes.
+
+        ``model`` defaults to ``task.build_model()``; ``exported`` skips the export.
+        """
         if self.flavour is None:
             raise TensorRTBuildError(missing_reason(self.options["flavour"]))
         trt = self._trt = load_module(self.flavour)
@@ -335,7 +340,7 @@ class TensorRTRunner(TorchRunner):
                            "flavour_version": str(trt.__version__)})
         if exported is None:
             with phases("export"):
-                exported = export_onnx(task, example, opset=self.options["opset"])
+                exported = export_onnx(task, example, model=model, opset=self.options["opset"])
         self.facts["onnx"] = exported.facts
 
         log = _collecting_logger(trt)
@@ -441,7 +446,7 @@ class TensorRTRunner(TorchRunner):
         if not self._usable_gpu:
             raise RuntimeError(self.availability_for(self.device, self.options) or NEEDS_CUDA)
         with torch.cuda.device(self.device):
-            engine_bytes = self.build(task, example, phases)
+            engine_bytes = self.build(task, example, phases, model=model)
             trt = self._trt
             assert trt is not None
             with phases("engine_load"):
@@ -452,13 +457,15 @@ class TensorRTRunner(TorchRunner):
                     raise RuntimeError("TensorRT could not deserialize the engine: "
                                        + (errs[0] if errs else "no message"))
                 self._runtime, self._engine = runtime, engine
-                report = inspector_report(trt, engine)
-                self.facts["engine_report"] = {
-                    **report, "engine_bytes": self.facts["engine_report"]["engine_bytes"],
-                    "engine_sha256": self.facts["engine_report"]["engine_sha256"],
-                    "unsupported_nodes": self.facts["engine_report"]["unsupported_nodes"]}
                 self._context = self._create_context(trt, engine)
                 self._bind(task, engine, example)
+            built = self.facts["engine_report"]
+            try:
+                self.facts["engine_report"] = {
+                    **inspector_report(trt, engine), "engine_bytes": built["engine_bytes"],
+                    "engine_sha256": built["engine_sha256"], "unsupported_nodes": built["unsupported_nodes"]}
+            except Exception as e:  # keep the network-definition report, and say why
+                built["inspector_error"] = f"{type(e).__name__}: {e}"[:500]
             self.output_names = tuple(task.output_names)
             self.facts["execution"] = {"cuda_graph": self.options["cuda_graph"],
                                        "cuda_graph_strategy": self.options["cuda_graph_strategy"]}
