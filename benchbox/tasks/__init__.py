@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import sys
 from collections.abc import Callable
@@ -11,7 +12,8 @@ from typing import Any
 from benchbox.errors import UsageError
 from benchbox.tasks.base import DEFAULT_GATES, CallTrace, Case, GateResult, Task
 
-__all__ = ["DEFAULT_GATES", "CallTrace", "Case", "GateResult", "Task", "builtin_tasks", "load_task"]
+__all__ = ["DEFAULT_GATES", "CallTrace", "Case", "GateResult", "SizeInfo", "Task", "TaskInfo",
+           "builtin_tasks", "describe_tasks", "load_task"]
 
 
 def builtin_tasks() -> dict[str, Callable[..., Task]]:
@@ -47,3 +49,44 @@ def load_task(spec: str, **kwargs: Any) -> Task:
         raise UsageError(f"--task {spec}: the factory returned {type(task).__name__}, "
                          "not a benchbox.tasks.Task")
     return task
+
+
+@dataclasses.dataclass(frozen=True)
+class SizeInfo:
+    """One size of a task: its parameter count (from the model as built) and its shape."""
+
+    name: str
+    parameters: int
+    detail: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskInfo:
+    """What ``benchbox tasks`` lists for one task."""
+
+    name: str
+    spec: str
+    cases: tuple[str, ...]
+    sizes: tuple[SizeInfo, ...]
+    dtypes: tuple[str, ...] = ("float32", "float16", "bfloat16")
+
+
+def describe_tasks(specs: tuple[str, ...] | list[str] | None = None) -> list[TaskInfo]:
+    """Tasks (the built-in ones by default) with every size's parameter count and the cases.
+
+    Counts come from ``Task.parameter_count``, i.e. from the model the task builds (the
+    built-in task builds large sizes on the ``meta`` device, allocating nothing).
+    """
+    out = []
+    for spec in specs or list(builtin_tasks()):
+        task = load_task(spec)
+        sizes = []
+        for size in task.sizes():
+            try:
+                t = task if size == task.size else dataclasses.replace(task, size=size)
+            except (ValueError, TypeError) as e:
+                raise UsageError(f"task {spec}: size {size}: {e}") from None
+            detail = getattr(t, "size_detail", lambda: "")()
+            sizes.append(SizeInfo(size, int(t.parameter_count()), detail))
+        out.append(TaskInfo(task.name, spec, tuple(c.name for c in task.cases()), tuple(sizes)))
+    return out

@@ -301,6 +301,12 @@ class DecisionTask(Task):
                 raise UsageError(f"task option weights={path}: {str(e).strip().splitlines()[0]}") from None
         return model
 
+    def size_detail(self) -> str:
+        s = self.spec
+        return (f"dim {s.dim}, {s.layers} layers, {s.heads} heads, {s.max_tokens} tokens + "
+                f"{s.max_patches} patches of {s.patch}×{s.patch}, "
+                f"native grid {s.native_grid}×{s.native_grid}")
+
     def parameter_count(self) -> int:
         from benchbox.tasks.decision.model import count_parameters
 

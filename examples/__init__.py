@@ -1,0 +1,1 @@
+"""Examples of benchbox tasks (run from the repository root)."""
