@@ -75,6 +75,19 @@ def _pairs(values: tuple[str, ...], what: str) -> dict[str, Any]:
     return out
 
 
+def _percent(raw: str | None) -> float | None:
+    """'1', '1%' or '0.5 %' → 1.0 / 0.5; None stays None."""
+    if raw is None:
+        return None
+    try:
+        value = float(raw.strip().removesuffix("%").strip())
+    except ValueError:
+        raise UsageError(f"--target-ci expects a percentage such as 1 or 1%, got {raw!r}") from None
+    if not 0.0 < value < 100.0:
+        raise UsageError(f"--target-ci must be between 0 and 100 percent, got {raw!r}")
+    return value
+
+
 def _scalar(raw: str) -> Any:
     low = raw.lower()
     if low in ("true", "false"):
@@ -106,9 +119,11 @@ def main() -> None:
 @click.option("--case", "cases", multiple=True, help="Case to run (repeatable); default all.")
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
 @click.option("--warmup", default=5, show_default=True, type=int)
-@click.option("--samples", default=100, show_default=True, type=int)
-@click.option("--target-ci", type=float, default=None,
-              help="Adaptive sampling: stop once the p50 95% interval half-width is below PCT percent.")
+@click.option("--samples", default=400, show_default=True, type=int,
+              help="Fixed sample count (a two-sided 95% p99 interval needs ≥ 368).")
+@click.option("--target-ci", default=None, metavar="PCT",
+              help="Adaptive sampling: stop once the p50 95% interval half-width is below PCT percent "
+                   "(e.g. 1 or 1%), within --max-samples and --max-time.")
 @click.option("--max-samples", default=10_000, show_default=True, type=int)
 @click.option("--max-time", "max_time", default=60.0, show_default=True, type=float,
               help="Seconds of sampling per (runner, case) at most, with --target-ci.")
@@ -127,7 +142,7 @@ def main() -> None:
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Receipt path; default a timestamped file under ./receipts/.")
 def run(contract: str, task_spec: str, size: str, dtype: str, runners: tuple[str, ...],
-        cases: tuple[str, ...], device: str, warmup: int, samples: int, target_ci: float | None,
+        cases: tuple[str, ...], device: str, warmup: int, samples: int, target_ci: str | None,
         max_samples: int, max_time: float, compile_mode: str, compile_option: tuple[str, ...],
         aten_fallback: tuple[str, ...], tensorrt_flavour: str, runner_option: tuple[str, ...],
         baseline: str | None, task_option: tuple[str, ...], gate: tuple[str, ...],
@@ -153,7 +168,7 @@ def run(contract: str, task_spec: str, size: str, dtype: str, runners: tuple[str
     cfg = RunConfig(
         contract=contract, task=task_spec, size=size, dtype=dtype,
         runners=tuple(runners) or DEFAULT_RUNNERS, cases=tuple(cases), device=device,
-        warmup=warmup, samples=samples, target_ci=target_ci, max_samples=max_samples,
+        warmup=warmup, samples=samples, target_ci=_percent(target_ci), max_samples=max_samples,
         max_time_s=max_time, out=out, baseline=baseline,
         runner_options={k: v for k, v in ropts.items() if k in (runners or DEFAULT_RUNNERS)},
         task_options=_pairs(task_option, "--task-option"), gates=_pairs(gate, "--gate"),
@@ -237,6 +252,25 @@ def export(receipt: Path, fmt: str, output: Path | None) -> None:
 
 
 @main.command()
+@click.argument("receipts", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Image file; the format follows the extension (.png or .svg).")
+@click.option("--kind", type=click.Choice(["quantiles", "stages", "ecdf", "diff"]), default="quantiles",
+              show_default=True, help="diff takes two receipts: BASE HEAD.")
+@click.option("--threshold", default="5%", show_default=True,
+              help="diff: relative change that counts, in percent (5 or 5%).")
+def plot(receipts: tuple[Path, ...], output: Path, kind: str, threshold: str) -> None:
+    """Draw a figure from receipts: p50/p99 per case, stages, distributions, or a diff."""
+    from benchbox.plots import render
+
+    try:
+        th = float(threshold.strip().rstrip("%")) / 100
+    except ValueError:
+        raise UsageError(f"--threshold expects a percentage such as 5 or 5%, got {threshold!r}") from None
+    click.echo(f"wrote {render(receipts, output, kind, th)}")
+
+
+@main.command()
 @click.argument("name", required=False)
 def contracts(name: str | None) -> None:
     """List the built-in contracts, or show which stages one times."""
@@ -252,6 +286,21 @@ def contracts(name: str | None) -> None:
     for s in STAGES:
         click.echo(f"  {'[x]' if s in c.stages else '[ ]'} {s}")
     click.echo("policy: " + ", ".join(f"{k}={v}" for k, v in c.canonical()["policy"].items()))
+
+
+@main.command()
+@click.option("--task", "task_specs", multiple=True,
+              help="Built-in task name or package.module:factory (repeatable); default the built-in tasks.")
+def tasks(task_specs: tuple[str, ...]) -> None:
+    """List tasks with their cases, sizes and parameter counts (counted from the built model)."""
+    from benchbox.tasks import describe_tasks
+
+    for info in describe_tasks(task_specs):
+        click.echo(f"{info.name} ({info.spec})")
+        click.echo(f"  cases:  {', '.join(info.cases)}")
+        click.echo(f"  dtypes: {', '.join(info.dtypes)}")
+        for s in info.sizes:
+            click.echo(f"  {s.name:<8} {s.parameters:>13,} parameters  {s.detail}".rstrip())
 
 
 @main.command()

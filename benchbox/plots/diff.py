@@ -1,0 +1,173 @@
+"""``diff``: HEAD/BASE ratios of p50 and p99 per matched row, coloured by verdict.
+
+The rows, ratios, intervals and verdicts come from ``benchbox.receipts.diff`` (the
+same library call as ``benchbox diff``), so the figure and the command agree.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from benchbox.errors import UsageError
+from benchbox.plots._common import (
+    BASE_FONT,
+    LabelledReceipt,
+    caption,
+    context_line,
+    new_figure,
+    runner_colour,
+)
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from benchbox.receipts.diff import DiffRow
+
+VERDICT_COLOURS: dict[str, str] = {
+    "faster": "#1a9850",
+    "slower": "#d73027",
+    "unchanged": "#4d4d4d",
+    "unresolved": "#8073ac",
+}
+NO_RATIO = ("invalid", "new", "removed", "not comparable")
+_TICKS = (0.1, 0.2, 0.25, 0.5, 0.67, 0.8, 0.9, 0.95, 1.0, 1.05, 1.1, 1.25, 1.5, 2.0, 4.0, 5.0, 10.0)
+
+
+def _trim(text: str, limit: int) -> str:
+    text = re.sub(r"(accuracy gate \S+ failed): value [^,]+, threshold [^\s;,)]+", r"\1", text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def figure(receipts: Sequence[LabelledReceipt], threshold: float = 0.05) -> Figure:
+    """Ratio HEAD/BASE of p50 and p99 with intervals; the ±threshold band shaded."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    from benchbox.receipts.diff import DiffOptions, diff_receipts
+
+    if len(receipts) != 2:
+        raise UsageError(f"the diff plot takes exactly two receipts, BASE and HEAD (got {len(receipts)})")
+    if not 0 < threshold < 1:
+        raise UsageError(f"--threshold must be between 0 and 100 percent, got {threshold * 100:g}")
+    base, head = receipts
+    result = diff_receipts(base.data, head.data, DiffOptions(threshold=threshold, metric="both"),
+                           base_name=base.label, head_name=head.label)
+    rows = list(result.rows)
+    if not rows:
+        raise UsageError("nothing to plot: neither receipt holds results")
+    multi_task = len({r.task for r in rows}) > 1
+
+    # layout: case headers and one line per matched row
+    slots: list[tuple[float, str, DiffRow | None]] = []
+    y = 0.0
+    groups = list(dict.fromkeys((r.task, r.case) for r in rows))
+    for task, case in groups:
+        slots.append((y, f"{task} · {case}" if multi_task else case, None))
+        y += 0.9
+        for r in rows:
+            if (r.task, r.case) == (task, case):
+                slots.append((y, r.runner, r))
+                y += 1.0
+        y += 0.35
+
+    label_chars = max(len(t) + (len(r.verdict) + 3 if r else 0) for _, t, r in slots)
+    left_in = 0.35 + 0.068 * label_chars
+    panel_in, notes_in = 3.6, 3.9
+    width = left_in + 2 * panel_in + 0.3 + 0.35 + notes_in + 0.2
+    plot_h = 0.27 * (y + 0.6)
+    top_in, bottom_in = 0.95, 1.3
+    height = top_in + plot_h + bottom_in
+    fig = new_figure(width, height)
+    fb, fh = bottom_in / height, plot_h / height
+
+    ratios = [v for r in rows for m in r.metrics for v in (m.ratio, *(m.ci or ())) if v]
+    span = max([abs(math.log(v)) for v in ratios] + [math.log(1 + threshold) * 2.5])
+    lim = (math.exp(-span * 1.15), math.exp(span * 1.15))
+
+    axes = []
+    for i, metric in enumerate(("p50", "p99")):
+        ax = fig.add_axes(((left_in + i * (panel_in + 0.3)) / width, fb, panel_in / width, fh))
+        axes.append(ax)
+        ax.set_xscale("log")
+        ax.set_xlim(*lim)
+        ax.xaxis.set_major_locator(FixedLocator([t for t in _TICKS if lim[0] <= t <= lim[1]]))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}"))
+        ax.axvspan(1 - threshold, 1 + threshold, color="#dfe8f2", zorder=0, lw=0)
+        ax.axvline(1.0, color="#7a7a7a", lw=0.9, zorder=1)
+        for sy, _text, r in slots:
+            if r is None:
+                continue
+            m = next((m for m in r.metrics if m.metric == metric), None)
+            if m is None or m.ratio is None:
+                ax.axhspan(sy - 0.42, sy + 0.42, facecolor="#f2f2f2", edgecolor="#b0b0b0",
+                           hatch="///", lw=0, zorder=0)
+                ax.text(0.02, sy, r.verdict if m is None else "no ratio", va="center",
+                        fontsize=BASE_FONT - 1, style="italic", color="#555555",
+                        transform=ax.get_yaxis_transform(),
+                        bbox={"facecolor": "white", "edgecolor": "none", "pad": 1.2})
+                continue
+            colour = VERDICT_COLOURS.get(m.verdict, "#4d4d4d")
+            if m.ci is not None:
+                lo, hi = m.ci
+                ax.errorbar([m.ratio], [sy], xerr=[[m.ratio - lo], [hi - m.ratio]], fmt="o", ms=6,
+                            color=colour, capsize=3, lw=1.4, zorder=3)
+            else:
+                ax.plot([m.ratio], [sy], "o", ms=7, mfc="white", mec=colour, mew=1.6, zorder=3)
+            ax.annotate(f"{m.ratio:.2f}×" + ("" if m.ci else " (no CI)"),
+                        (m.ratio, sy), xytext=(0, 6.5), textcoords="offset points", ha="center",
+                        va="bottom", fontsize=BASE_FONT - 1.5, color=colour)
+        ax.set_yticks([s[0] for s in slots])
+        if i == 0:
+            ax.set_yticklabels([t if r is None else f"{t} [{r.verdict}]" for _, t, r in slots])
+            for (_, _t, r), lab in zip(slots, ax.get_yticklabels()):
+                if r is None:
+                    lab.set_fontweight("bold")
+                    lab.set_fontsize(BASE_FONT + 1)
+                else:
+                    lab.set_color(runner_colour(r.runner))
+        else:
+            ax.tick_params(axis="y", labelleft=False)
+        ax.tick_params(axis="y", length=0)
+        ax.tick_params(labelsize=BASE_FONT)
+        ax.set_ylim(y - 0.2, -0.6)
+        ax.set_title(metric, fontsize=BASE_FONT + 1, loc="left")
+        ax.set_xlabel(f"{metric} ratio {head.label} / {base.label} (log), 95% CI", fontsize=BASE_FONT)
+        ax.grid(axis="x", color="#e6e6e6", lw=0.8, zorder=0)
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+
+    nax = fig.add_axes(((left_in + 2 * panel_in + 0.65) / width, fb, notes_in / width, fh),
+                       sharey=axes[0])
+    nax.set_axis_off()
+    nax.set_title("verdict", fontsize=BASE_FONT + 1, loc="left")
+    limit = int(notes_in / 0.056)
+    for sy, _t, r in slots:
+        if r is None:
+            continue
+        text = r.verdict + (f": {r.reason}" if r.reason else "")
+        nax.text(0.0, sy, _trim(text, limit), va="center", ha="left", fontsize=BASE_FONT - 1,
+                 color=VERDICT_COLOURS.get(r.verdict, "#555555"), transform=nax.get_yaxis_transform())
+
+    handles: list[Any] = [Line2D([], [], color=c, marker="o", lw=1.4, label=v)
+                          for v, c in VERDICT_COLOURS.items()]
+    handles.append(Patch(facecolor="#dfe8f2", label=f"±{threshold:.0%} threshold band"))
+    if any(r.verdict in NO_RATIO for r in rows):
+        handles.append(Patch(facecolor="#f2f2f2", edgecolor="#b0b0b0", hatch="///",
+                             label="no ratio (new, removed, invalid or not comparable)"))
+    fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.35 / height),
+               ncol=len(handles), fontsize=BASE_FONT, frameon=False)
+    fig.text(0.5, 1 - 0.12 / height, f"{head.label} vs {base.label}: ratio of quantiles per matched row",
+             ha="center", va="top", fontsize=BASE_FONT + 3, fontweight="bold")
+    fig.text(0.5, 1 - 0.42 / height, context_line(receipts), ha="center", va="top", fontsize=BASE_FONT,
+             color="#333333")
+    counts = ", ".join(f"{n} {v}" for v, n in result.counts().items())
+    notes = "; ".join(result.notes)
+    caption(fig, f"Rows matched by (task, case, runner): {counts}. Ratio < 1 means {head.label} is "
+                 f"faster. Intervals and verdicts as in `benchbox diff --threshold "
+                 f"{threshold * 100:g}`." + (f" Notes: {notes}." if notes else ""))
+    return fig
