@@ -171,3 +171,34 @@ def test_bad_options_are_one_line_usage_errors(options: dict, message: str) -> N
     with pytest.raises(UsageError, match=None) as e:
         TorchCompileRunner(options=options)
     assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_autotune_feedback_recorded_with_stand_in_choices_as_no_gemm_autotuning_runs_on_this_cpu() -> None:
+    """Inductor's real choice classes (built without __init__) fed to the observer's feedback saver.
+
+    This CPU offers no CPP GEMM template, so no operator has two candidates and the
+    autotuner never benchmarks here; on CUDA it calls the same saver.
+    """
+    from torch._inductor.select_algorithm import (
+        ExternKernelCaller,
+        TritonTemplateCaller,
+        get_algorithm_selector_cache,
+    )
+
+    from benchbox.runners.compile_report import CompileObserver, fallback_entries
+
+    aten_mm, triton_mm = object.__new__(ExternKernelCaller), object.__new__(TritonTemplateCaller)
+    aten_mm.name, aten_mm.description = "mm", "cublas"
+    triton_mm.name, triton_mm.description = "triton_mm_3", "BLOCK_M=64"
+    observer = CompileObserver()
+    with observer:
+        assert observer._feedback in get_algorithm_selector_cache().feedback_saver_fns
+        for fn in get_algorithm_selector_cache().feedback_saver_fns:
+            fn({aten_mm: 0.020, triton_mm: 0.012}, "mm", [], [aten_mm, triton_mm], dict, {})
+    assert observer._feedback not in get_algorithm_selector_cache().feedback_saver_fns
+    picks = [f for f in fallback_entries(observer.record, forced={}, registry=set(), device="cuda",
+                                         phase="compile_cold") if f["kind"] == "autotune_choice"]
+    assert len(picks) == 1
+    assert picks[0]["chosen"] == "triton_mm_3 (BLOCK_M=64)" and picks[0]["chosen_kind"] == "triton_template"
+    assert [a["kind"] for a in picks[0]["alternatives"]] == ["triton_template", "aten"]
+    assert fallback_summary(picks) == "1 autotune pick"
