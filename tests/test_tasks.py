@@ -1,0 +1,369 @@
+"""The built-in decision task, its gates, custom tasks and ``benchbox tasks``."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from benchbox.cli import main
+from benchbox.errors import UsageError
+from benchbox.run import RunConfig, run
+from benchbox.tasks import describe_tasks, load_task
+from benchbox.tasks.decision import media
+from benchbox.tasks.decision.model import SIZES, build, count_parameters
+from benchbox.tasks.decision.task import CASE_NAMES, GATES, DecisionTask
+from benchbox.tasks.decision.weights import load_safetensors, save_safetensors
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "benchbox" / "tasks" / "decision" / "fixtures"
+
+
+def _run(tmp: Path, name: str, **kw: object) -> dict:
+    cfg = {"runners": ("torch-eager",), "samples": 5, "warmup": 1, "out": tmp / f"{name}.json"}
+    cfg.update(kw)
+    outcome = run(RunConfig(**cfg))
+    return json.loads(Path(outcome.path).read_text())
+
+
+def _rows(receipt: dict) -> dict[tuple[str, str], dict]:
+    return {(r["runner"], r["case"]): r for r in receipt["results"]}
+
+
+# -- acceptance: both runners, video and invoice, under the public call contract ----------
+
+
+@pytest.fixture(scope="module")
+def both_runners(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One real run (eager and torch.compile max-autotune) of video and invoice on the CPU."""
+    tmp = tmp_path_factory.mktemp("both")
+    return _run(tmp, "both", runners=("torch-eager", "torch-compile"), samples=15, warmup=2,
+                contract="public_task_call_wall", cases=("video", "invoice"))
+
+
+def test_both_runners_valid_on_video_and_invoice(both_runners: dict) -> None:
+    rows = _rows(both_runners)
+    assert set(rows) == {(r, c) for r in ("torch-eager", "torch-compile") for c in ("video", "invoice")}
+    for key, row in rows.items():
+        assert row["status"] == "valid", (key, row["reasons"])
+        gates = {g["name"]: g for g in row["accuracy"]["gates"]}
+        assert set(gates) == {"logit_max_abs", "prob_max_abs", "answer_equal", "repeatable"}
+        assert all(g["passed"] for g in gates.values())
+        assert gates["logit_max_abs"]["threshold"] == GATES["float32"]["logit_max_abs"]
+        assert 0.0 <= gates["logit_max_abs"]["value"] <= gates["logit_max_abs"]["threshold"]
+    assert both_runners["contract"]["name"] == "public_task_call_wall"
+
+
+def test_video_preprocess_is_real_work(both_runners: dict) -> None:
+    """Decode, resize, normalize, patches and positions: several times the text case's preprocess."""
+    rows = _rows(both_runners)
+    for runner in ("torch-eager", "torch-compile"):
+        video = statistics.median(rows[(runner, "video")]["stages_ns"]["preprocess"])
+        invoice = statistics.median(rows[(runner, "invoice")]["stages_ns"]["preprocess"])
+        assert video > 3 * invoice, (runner, video, invoice)
+        parse_v = statistics.median(rows[(runner, "video")]["stages_ns"]["parse"])
+        parse_i = statistics.median(rows[(runner, "invoice")]["stages_ns"]["parse"])
+        assert parse_v > parse_i  # base64 decoding of the frames
+
+
+def test_receipt_records_task_precision_and_cases(both_runners: dict) -> None:
+    task = both_runners["task"]
+    assert task["name"] == "decision" and task["size"] == "tiny"
+    assert task["precision"] == {"softmax_fp32": True, "layernorm_fp32": True, "logits_fp32": True,
+                                 "pos_interp_round": True}
+    assert task["weights"] == "seeded" and task["seed"] == SIZES["tiny"].seed
+    assert [c["name"] for c in task["cases"]] == ["invoice", "video"]
+    assert task["parameters"] == SIZES["tiny"].parameters
+
+
+# -- every gate can fail; the honest configuration passes ---------------------------------
+
+
+def test_wrong_dtype_fails_the_logit_and_probability_gates(tmp_path: Path) -> None:
+    strict = {"logit_max_abs": GATES["float32"]["logit_max_abs"],
+              "prob_max_abs": GATES["float32"]["prob_max_abs"]}
+    bad = _run(tmp_path, "bf16-strict", dtype="bfloat16", cases=("invoice", "image"), gates=strict)
+    for row in bad["results"]:
+        assert row["status"] == "invalid"
+        failed = {g["name"] for g in row["accuracy"]["gates"] if not g["passed"]}
+        assert "logit_max_abs" in failed
+        assert any("logit_max_abs" in r for r in row["reasons"])
+    assert {(e["runner"], e["case"]) for e in bad["comparisons"]["excluded"]} == {
+        ("torch-eager", "invoice"), ("torch-eager", "image")}
+    # the same bfloat16 run under the bfloat16 defaults is valid
+    ok = _run(tmp_path, "bf16", dtype="bfloat16", cases=("invoice", "image"))
+    for row in ok["results"]:
+        assert row["status"] == "valid", row["reasons"]
+        assert row["accuracy"]["gates"][0]["threshold"] == GATES["bfloat16"]["logit_max_abs"]
+
+
+@pytest.mark.parametrize(("fault", "gate"), [("unrepeatable", "repeatable"),
+                                             ("flip_answer", "answer_equal")])
+def test_deliberate_fault_fails_exactly_its_gate(tmp_path: Path, fault: str, gate: str) -> None:
+    receipt = _run(tmp_path, fault, cases=("outage", "video"), task_options={"fault": fault})
+    assert receipt["task"]["fault"] == fault
+    for row in receipt["results"]:
+        assert row["status"] == "invalid"
+        failed = [g["name"] for g in row["accuracy"]["gates"] if not g["passed"]]
+        assert failed == [gate]
+        assert any(gate in r for r in row["reasons"])
+
+
+def test_prob_gate_alone_can_fail(tmp_path: Path) -> None:
+    """bfloat16 with the logit gate loosened and a probability threshold below the measured error."""
+    r = _run(tmp_path, "prob", dtype="bfloat16", cases=("receipt",),
+             gates={"logit_max_abs": 10.0, "prob_max_abs": 1e-7})
+    row = r["results"][0]
+    assert row["status"] == "invalid"
+    assert [g["name"] for g in row["accuracy"]["gates"] if not g["passed"]] == ["prob_max_abs"]
+
+
+# -- the task's pieces ------------------------------------------------------------------------
+
+
+def test_all_cases_have_one_fixed_shape_per_size() -> None:
+    for size in ("tiny", "small"):
+        task = DecisionTask(size=size)
+        shapes = set()
+        for case in task.cases():
+            arrays = task.preprocess(task.parse(case.request))
+            assert len(arrays) == len(task.input_names)
+            shapes.add(tuple((a.shape, a.dtype.str) for a in arrays))
+        assert len(shapes) == 1
+
+
+def test_preprocess_media_and_text() -> None:
+    task = DecisionTask(size="tiny")
+    s = task.spec
+    cases = {c.name: task.preprocess(task.parse(c.request)) for c in task.cases()}
+    names = task.input_names
+    invoice = dict(zip(names, cases["invoice"]))
+    assert invoice["patch_mask"].sum() == 0 and invoice["token_mask"].sum() > 50
+    video = dict(zip(names, cases["video"]))
+    n = int(video["patch_mask"].sum())
+    assert 0 < n <= s.max_patches and video["token_mask"].sum() < 50
+    assert sorted(set(video["frame"][0, :n].tolist())) == list(range(8))
+    assert np.allclose(video["pos_weight"][0, :n].sum(-1), 1.0)
+    image = dict(zip(names, cases["image"]))
+    # 96×64 upscaled to a 12×8 grid of 16-pixel patches (96 patches) for tiny
+    assert int(image["patch_mask"].sum()) == 96
+    assert abs(float(image["patches"][0, :96].mean())) < 3.0
+
+
+def test_resize_and_positions() -> None:
+    rng = np.random.default_rng(0)
+    px = rng.integers(0, 256, (2, 12, 20, 3), dtype=np.uint8)
+    assert np.array_equal(media.resize(px, 12, 20), px)            # same size: identity
+    flat = np.full((1, 7, 5, 3), 200, np.uint8)
+    assert np.all(media.resize(flat, 16, 32) == 200)                # constant stays constant
+    m = media.interp_matrix(7, 3)
+    assert np.allclose(m.sum(1), 1.0) and (m >= 0).all()
+    idx, w = media.position_weights(4, 4, 4, rounded=True)          # native grid: the table itself
+    assert np.array_equal(idx[:, 0], np.arange(16)) and np.array_equal(w[:, 0], np.ones(16))
+    idx, w = media.position_weights(3, 7, 4, rounded=True)
+    assert np.allclose(w.sum(1), 1.0) and idx.max() < 16
+    assert np.array_equal(w * 65536, np.round(w * 65536))            # rounded: exact multiples
+    _, w_raw = media.position_weights(3, 7, 5, rounded=False)
+    _, w_rnd = media.position_weights(3, 7, 5, rounded=True)
+    assert not np.array_equal(w_raw, w_rnd) and np.allclose(w_raw, w_rnd, atol=1 / 256)
+    assert media.fit_grid(96, 64, 96) == (8, 12)
+    assert media.fit_grid(4000, 10, 16) == (1, 16)
+
+
+def test_media_fixtures_are_generated_and_small(tmp_path: Path) -> None:
+    media.write_fixtures(tmp_path)
+    for name in ("image", "video"):
+        assert (tmp_path / f"{name}.json").read_bytes() == (FIXTURES / f"{name}.json").read_bytes()
+    for name in CASE_NAMES:
+        assert (FIXTURES / f"{name}.json").stat().st_size < 200_000
+
+
+def test_precision_options_change_reduced_precision_numerics() -> None:
+    case = DecisionTask().cases()[3]
+    outs = {}
+    for fp32 in (True, False):
+        opts = {"softmax_fp32": fp32, "layernorm_fp32": fp32, "logits_fp32": fp32}
+        task = DecisionTask(dtype="bfloat16", options=opts)
+        assert task.info()["precision"]["softmax_fp32"] is fp32
+        x = [torch.from_numpy(a) for a in task.preprocess(task.parse(case.request))]
+        with torch.inference_mode():
+            outs[fp32] = task.build_model()(*x)[0]
+    assert not torch.equal(outs[True], outs[False])
+    with pytest.raises(UsageError, match="unknown task option 'softmax'"):
+        load_task("decision", options={"softmax": True})
+    with pytest.raises(UsageError, match="fault"):
+        load_task("decision", options={"fault": "sometimes"})
+
+
+def test_tiny_model_exports_to_onnx(tmp_path: Path) -> None:
+    onnx = pytest.importorskip("onnx")
+    task = DecisionTask()
+    model = task.build_model()
+    args = tuple(torch.from_numpy(a) for a in task.preprocess(task.parse(task.cases()[4].request)))
+    path = tmp_path / "tiny.onnx"
+    torch.onnx.export(model, args, str(path), dynamo=True, input_names=list(task.input_names),
+                      output_names=list(task.output_names))
+    proto = onnx.load(str(path))
+    onnx.checker.check_model(proto)
+    assert [o.name for o in proto.graph.output] == ["logits"]
+    assert [i.name for i in proto.graph.input] == list(task.input_names)
+
+
+# -- weights from safetensors -----------------------------------------------------------------
+
+
+def test_weights_round_trip_and_mismatches(tmp_path: Path) -> None:
+    task = DecisionTask()
+    state = {k: v.clone() for k, v in task.build_model().state_dict().items()}
+    state["score.bias"] = torch.tensor([3.5])
+    good = tmp_path / "good.safetensors"
+    save_safetensors(state, good)
+    loaded = load_task("decision", options={"weights": str(good)})
+    assert loaded.info()["weights"]["sha256"]
+    assert loaded.build_model().state_dict()["score.bias"].item() == 3.5
+
+    missing = dict(state)
+    del missing["embed.weight"]
+    save_safetensors(missing, tmp_path / "missing.safetensors")
+    shaped = dict(state, **{"score.bias": torch.zeros(2)})
+    save_safetensors(shaped, tmp_path / "shape.safetensors")
+    (tmp_path / "junk.safetensors").write_bytes(b"\xff" * 40)
+    for name, match in (("missing", "missing 1 tensor"), ("shape", "score.bias"),
+                        ("junk", "not a safetensors"), ("absent", "cannot read")):
+        with pytest.raises(UsageError, match=match) as e:
+            load_task("decision", options={"weights": str(tmp_path / f"{name}.safetensors")})
+        assert "\n" not in str(e.value)
+    save_safetensors(dict(state, extra=torch.zeros(1)), tmp_path / "extra.safetensors")
+    with pytest.raises(UsageError, match="1 unexpected tensor"):
+        load_task("decision", options={"weights": str(tmp_path / "extra.safetensors")})
+    with pytest.raises(UsageError, match="missing 24 tensor"):
+        load_task("decision", size="small", options={"weights": str(good)})
+
+
+def test_weights_reader_agrees_with_the_safetensors_package(tmp_path: Path) -> None:
+    st_torch = pytest.importorskip("safetensors.torch")
+    tensors = {"a": torch.arange(6, dtype=torch.float32).reshape(2, 3),
+               "b": torch.tensor([1.5, -2.0], dtype=torch.bfloat16), "c": torch.ones(1, dtype=torch.float16)}
+    st_torch.save_file(tensors, str(tmp_path / "x.safetensors"))
+    ours = load_safetensors(tmp_path / "x.safetensors")
+    assert all(torch.equal(ours[k], tensors[k]) for k in tensors)
+    save_safetensors(tensors, tmp_path / "y.safetensors")
+    theirs = st_torch.load_file(str(tmp_path / "y.safetensors"))
+    assert all(torch.equal(theirs[k], tensors[k]) for k in tensors)
+
+
+# -- parse errors -------------------------------------------------------------------------------
+
+
+def _video() -> dict:
+    return json.loads((FIXTURES / "video.json").read_text())
+
+
+def _bad_requests() -> list[tuple[bytes, str]]:
+    out: list[tuple[bytes, str]] = [(b"\xff\xfe", "not JSON"), (b"[1, 2]", "JSON object"),
+                                    (b"{}", "missing 'document'")]
+
+    def mutate(path: tuple[str, ...], value: object, match: str) -> None:
+        obj = _video()
+        node = obj
+        for k in path[:-1]:
+            node = node[k]
+        if value is KeyError:
+            del node[path[-1]]
+        else:
+            node[path[-1]] = value
+        out.append((json.dumps(obj).encode(), match))
+
+    mutate(("document", "type"), "audio", "not supported")
+    mutate(("document", "data"), "@@not base64@@", "not base64")
+    mutate(("document", "data"), base64.b64encode(b"\0" * 99).decode(), "expected 8×48×64×3")
+    mutate(("document", "frames"), 0, "frames: must be in 1..")
+    mutate(("document", "width"), True, "width: expected int")
+    mutate(("document", "height"), KeyError, "missing 'height'")
+    mutate(("document", "encoding"), "png", "encoding")
+    mutate(("document", "caption"), 7, "caption")
+    mutate(("schema", "choices"), [{"label": "a"}], "need 2..")
+    mutate(("schema", "choices"), [{"label": "a"}] * 9, "need 2..")
+    mutate(("schema", "choices"), [{"label": "a"}, {"label": "a"}], "unique")
+    mutate(("schema", "choices"), [{"label": "a"}, "b"], "expected object")
+    mutate(("schema", "question"), ["q"], "question")
+    return out
+
+
+@pytest.mark.parametrize(("request_bytes", "match"), _bad_requests())
+def test_invalid_requests_raise_one_line_value_errors(request_bytes: bytes, match: str) -> None:
+    with pytest.raises(ValueError, match=match) as e:
+        DecisionTask().parse(request_bytes)
+    assert "\n" not in str(e.value)
+
+
+_json = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                     lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(st.sampled_from(["document", "schema", "type", "text", "choices",
+                                                        "label", "data", "width", "height", "frames",
+                                                        "encoding", "caption", "question"]),
+                                       inner, max_size=4), max_leaves=12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_json)
+def test_parse_accepts_or_refuses_with_value_error(obj: object) -> None:
+    task = DecisionTask()
+    try:
+        req = task.parse(json.dumps(obj).encode())
+    except ValueError as e:
+        assert str(e) and "\n" not in str(e)
+        return
+    arrays = task.preprocess(req)  # anything parse accepts, preprocess handles
+    assert len(arrays) == len(task.input_names)
+
+
+# -- benchbox tasks and custom tasks ---------------------------------------------------------------
+
+
+def test_tasks_command_counts_match_the_built_models() -> None:
+    result = CliRunner().invoke(main, ["tasks"])
+    assert result.exit_code == 0, result.output
+    info = {d.name: d for d in describe_tasks()}["decision"]
+    assert info.cases == CASE_NAMES
+    listed = {s.name: s.parameters for s in info.sizes}
+    assert list(listed) == ["tiny", "small", "base", "large"]
+    for size, spec in SIZES.items():
+        assert listed[size] == spec.parameters                      # the stated count is the built one
+        assert f"{size:<8} {spec.parameters:>13,} parameters" in result.output
+        if size in ("tiny", "small"):
+            assert count_parameters(build(spec, 0, torch.float32)) == listed[size]
+    assert listed["large"] > 300_000_000 and SIZES["large"].sequence == 1024
+
+
+def test_example_task_runs_through_the_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "sentiment.json"
+    env = {**os.environ, "PYTHONPATH": ""}
+    proc = subprocess.run([sys.executable, "-m", "benchbox", "run", "--task",
+                           "examples.sentiment_task:make_task", "--runner", "torch-eager",
+                           "--samples", "5", "--warmup", "1", "--out", str(out)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    receipt = json.loads(out.read_text())
+    assert receipt["task"]["name"] == "sentiment"
+    assert {r["case"]: r["status"] for r in receipt["results"]} == {"praise": "valid",
+                                                                     "complaint": "valid"}
+    monkeypatch.chdir(REPO)
+    listing = CliRunner().invoke(main, ["tasks", "--task", "examples.sentiment_task:make_task"])
+    assert listing.exit_code == 0 and "65,602 parameters" in listing.output
+
+
+def test_example_task_refuses_an_unknown_size() -> None:
+    with pytest.raises(UsageError, match="one size"):
+        load_task("examples.sentiment_task:make_task", size="large")
