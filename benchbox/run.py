@@ -16,9 +16,19 @@ from benchbox import __version__
 from benchbox.contracts import Contract, load_contract
 from benchbox.errors import BenchboxError, UsageError
 from benchbox.harness import Harness, PhaseTimer
+from benchbox.harness.loop import clock_cross_check
+from benchbox.harness.sampling import DEFAULT_SAMPLES, SamplingPolicy
 from benchbox.receipts.io import SCHEMA_VERSION, now_iso, write_receipt
 from benchbox.runners import RUNNERS, availability, make_runner
-from benchbox.stats import summarize
+from benchbox.stats import (
+    FLOOR_MULTIPLE,
+    caveats,
+    floor_for,
+    floor_resolvable,
+    ratio_ci,
+    steady_state,
+    summarize,
+)
 from benchbox.tasks import CallTrace, Case, Task, load_task
 
 DEFAULT_RUNNERS = ("torch-eager", "torch-compile")
@@ -37,7 +47,7 @@ class RunConfig:
     cases: tuple[str, ...] = ()
     device: str = "cpu"
     warmup: int = 5
-    samples: int = 100
+    samples: int = DEFAULT_SAMPLES
     #: adaptive sampling: stop when the p50 interval's relative half-width is below this (None: fixed)
     target_ci: float | None = None
     max_samples: int = 10_000
@@ -86,6 +96,7 @@ def _validate_config(cfg: RunConfig) -> None:
         raise UsageError("a runner is named twice")
     if cfg.samples < 1 or cfg.warmup < 0:
         raise UsageError("--samples must be ≥ 1 and --warmup ≥ 0")
+    sampling_policy(cfg)
     if cfg.dtype not in ("float32", "float16", "bfloat16"):
         raise UsageError(f"unknown dtype '{cfg.dtype}' (float32, float16, bfloat16)")
     if not (cfg.device == "cpu" or cfg.device.startswith("cuda")):
@@ -105,8 +116,53 @@ def _error_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {msg}"[:500]
 
 
-def compare(results: list[dict[str, Any]], baseline: str | None) -> dict[str, Any]:
-    """Per case, each valid runner's p50/p99 against the baseline runner's; invalid rows excluded."""
+def sampling_policy(cfg: RunConfig) -> SamplingPolicy:
+    """The sampling policy a run config asks for (UsageError on bad values)."""
+    return SamplingPolicy(samples=cfg.samples, warmup=cfg.warmup, target_ci_pct=cfg.target_ci,
+                          max_samples=cfg.max_samples, max_time_s=cfg.max_time_s)
+
+
+def _ratio_entry(r: dict[str, Any], base: dict[str, Any], calibration: dict[str, Any] | None
+                 ) -> dict[str, Any]:
+    """BCa intervals of the p50 (and, when both are resolvable, p99) ratios, and the floor verdict."""
+    out: dict[str, Any] = {}
+    for key, q in (("p50", 0.5), ("p99", 0.99)):
+        if key == "p99" and (r["summary"].get("p99_ci_ns") is None
+                             or base["summary"].get("p99_ci_ns") is None):
+            out["p99_ratio_ci"] = None
+            continue
+        ci = ratio_ci(base["samples_ns"], r["samples_ns"], q)
+        out[f"{key}_ratio_ci"] = list(ci) if ci is not None else None
+    out["ratio_ci_method"] = "BCa bootstrap (benchbox.stats.ratio_ci), 95%"
+    clock, base_clock = r.get("clock_used", "host"), base.get("clock_used", "host")
+    delta = r["summary"]["p50_ns"] - base["summary"]["p50_ns"]
+    floor = floor_for(calibration, clock)
+    out.update(p50_delta_ns=delta, floor_ns=floor, floor_multiple=FLOOR_MULTIPLE)
+    ci = out["p50_ratio_ci"]
+    if clock != base_clock:
+        out["p50_verdict"] = f"not comparable: timed with the {clock} clock vs the {base_clock} clock"
+    elif not floor_resolvable(delta, floor):
+        out["p50_verdict"] = (f"unresolvable: |Δp50| {abs(delta)} ns is under {FLOOR_MULTIPLE:g}× "
+                              f"the {clock} floor ({floor} ns)" if floor is not None
+                              else "unresolvable: no floor measured for this clock")
+    elif ci is None:
+        out["p50_verdict"] = "unresolved: too few samples for an interval"
+    elif ci[1] < 1.0:
+        out["p50_verdict"] = "faster"
+    elif ci[0] > 1.0:
+        out["p50_verdict"] = "slower"
+    else:
+        out["p50_verdict"] = "indistinguishable: the interval holds 1"
+    return out
+
+
+def compare(results: list[dict[str, Any]], baseline: str | None,
+            calibration: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Per case, each valid runner's p50/p99 against the baseline runner's; invalid rows excluded.
+
+    Ratios are runner / baseline, with BCa bootstrap intervals; a p50 difference under
+    the stated multiple of the harness floor (from ``calibration``) is unresolvable.
+    """
     excluded = [{"runner": r["runner"], "case": r["case"], "status": r["status"],
                  "reasons": r["reasons"]} for r in results if r["status"] != "valid"]
     rows = []
@@ -123,7 +179,8 @@ def compare(results: list[dict[str, Any]], baseline: str | None) -> dict[str, An
                 continue
             rows.append({"case": case, "runner": name, "baseline": baseline,
                          "p50_ratio": r["summary"]["p50_ns"] / base["summary"]["p50_ns"],
-                         "p99_ratio": r["summary"]["p99_ns"] / base["summary"]["p99_ns"]})
+                         "p99_ratio": r["summary"]["p99_ns"] / base["summary"]["p99_ns"],
+                         **_ratio_entry(r, base, calibration)})
     return {"baseline": baseline, "rows": rows, "excluded": excluded}
 
 
@@ -261,6 +318,7 @@ def _run(cfg: RunConfig, progress: Progress, stop: _Stop) -> RunOutcome:
         "environment": environment.collect(cfg.device),
         "task": {**task.info(), "cases": [{"name": c.name, "request_sha256": c.sha256} for c in cases]},
         "settings": {"warmup": cfg.warmup, "samples": cfg.samples, "device": cfg.device,
+                     "sampling": sampling_policy(cfg).describe(),
                      "runners": list(cfg.runners), "baseline": baseline,
                      "gates": task.gate_thresholds()},
         "calibration": {},
@@ -331,7 +389,9 @@ def _run(cfg: RunConfig, progress: Progress, stop: _Stop) -> RunOutcome:
             write_receipt(out, receipt)
 
     stop.check()
-    receipt["comparisons"] = compare(receipt["results"], baseline)
+    receipt["comparisons"] = compare(receipt["results"], baseline, receipt["calibration"])
+    if cfg.device.startswith("cuda"):
+        receipt["environment"]["gpu_state_after"] = environment.gpu_state(cfg.device)
     receipt["complete"] = True
     write_receipt(out, receipt)
     return RunOutcome(out, receipt)
@@ -379,8 +439,9 @@ def _measure_case(harness: Harness, task: Task, runner: Any, case: Any, referenc
         first = harness.call(task, runner, case.request)
         second = harness.call(task, runner, case.request)
         gates = task.gates(reference, first, second)
-        m = harness.measure(task, runner, case.request, samples=cfg.samples, warmup=cfg.warmup,
-                            should_stop=stop.should_stop())
+        policy = sampling_policy(cfg)
+        m = harness.measure(task, runner, case.request, samples=policy.limit, warmup=policy.warmup,
+                            should_stop=stop.should_stop(policy.stopper()))
     except _SampleInterrupt as i:
         m = i.measurement
         m.stop_reason = f"interrupted by SIGINT after {len(m.samples_ns)} sample(s)"
@@ -402,6 +463,12 @@ def _measure_case(harness: Harness, task: Task, runner: Any, case: Any, referenc
     reasons = [f"accuracy gate {g.name} failed: value {g.value}, threshold {g.threshold}"
                + (f" ({g.detail})" if g.detail else "") for g in failed]
     summary = summarize(m.samples_ns)
+    steady = steady_state(m.samples_ns)
+    cross = clock_cross_check(m, harness.contract)
+    reasons += caveats(summary, steady)  # caveats never change the status
+    if cross and cross["violations"]:
+        reasons.append(f"clock cross-check: {cross['violations']} of {cross['samples']} samples have "
+                       f"device time above the host span {cross['host_span']}: the accounting is wrong")
     progress(f"{name} × {case.name}: {status}, p50 {summary['p50_ns'] / 1e6:.3f} ms "
              f"over {summary['n']} samples")
     return _row(name, case, status, reasons,
@@ -410,6 +477,6 @@ def _measure_case(harness: Harness, task: Task, runner: Any, case: Any, referenc
                           "reference": "eager float32 on cpu"},
                 samples_ns=m.samples_ns, stages_ns=m.stages_ns, summary=summary,
                 clock_used=m.clock_used, clock_note=m.clock_note, warmup=m.warmup,
-                stop_reason=m.stop_reason)
+                stop_reason=m.stop_reason, steady_state=steady, clock_cross_check=cross)
 
 
