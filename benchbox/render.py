@@ -69,7 +69,10 @@ def results_table(receipt: dict[str, Any]) -> str:
     if comp.get("rows"):
         lines.append(f"p50 ratio against {comp['baseline']} (valid rows only):")
         for row in comp["rows"]:
-            lines.append(f"  {row['runner']:<16} {row['case']:<10} {row['p50_ratio']:.3f}")
+            ci = row.get("p50_ratio_ci")
+            ci_txt = f" [{ci[0]:.3f}, {ci[1]:.3f}]" if isinstance(ci, list) and len(ci) == 2 else ""
+            verdict = f"  {row['p50_verdict']}" if row.get("p50_verdict") else ""
+            lines.append(f"  {row['runner']:<16} {row['case']:<10} {row['p50_ratio']:.3f}{ci_txt}{verdict}")
     for ex in comp.get("excluded", []):
         lines.append(f"  excluded from comparison: {ex['runner']} × {ex['case']} ({ex['status']})")
     return "\n".join(lines)
