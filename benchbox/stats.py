@@ -121,6 +121,7 @@ def noise(sorted_x: np.ndarray) -> dict[str, Any]:
             "far_low": int(np.count_nonzero(x < q1 - 3 * iqr)),
             "far_high": int(np.count_nonzero(x > q3 + 3 * iqr)),
         },
+        "thresholds": {"cv": NOISE_CV, "outlier_fraction": NOISE_OUTLIER_FRACTION},
     }
 
 
@@ -154,8 +155,9 @@ def summarize(samples: Sequence[int], level: float = CI_LEVEL) -> dict[str, Any]
         up = quantile_upper_bound(x, 0.99, level)
         out["p99_upper_ns"] = int(up) if up is not None else None
         if up is None:
-            unresolved.append(f"p99 needs ≥ {min_n_for_ci(0.99, level, 'less')} samples for a "
-                              f"one-sided {level:.0%} upper bound (have {n})")
+            i = next(k for k, u in enumerate(unresolved) if u.startswith("p99"))
+            unresolved[i] = unresolved[i].replace(
+                " (have", f", and ≥ {min_n_for_ci(0.99, level, 'less')} for a one-sided upper bound (have")
     if unresolved:
         out["unresolved"] = unresolved
     out["noise"] = noise(x)

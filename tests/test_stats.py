@@ -100,7 +100,8 @@ def test_summary_reports_one_sided_p99_bound_between_299_and_367() -> None:
     assert not any("one-sided" in u for u in s["unresolved"])
     s = summarize(list(range(1000, 1200)))  # n = 200: neither
     assert s["p99_upper_ns"] is None
-    assert any("p99 needs ≥ 299" in u for u in s["unresolved"])
+    assert any("≥ 299 for a one-sided upper bound (have 200)" in u for u in s["unresolved"])
+    assert len(s["unresolved"]) == 1
     s = summarize(list(range(1000, 1400)))  # n = 400: two-sided, no one-sided field needed
     assert s["p99_ci_ns"] is not None and "p99_upper_ns" not in s and "unresolved" not in s
 
