@@ -149,7 +149,7 @@ def _gpu_state_nvml(ident: str) -> dict[str, Any]:
 
     pynvml.nvmlInit()
     try:
-        h = pynvml.nvmlDeviceGetHandleByUUID(ident)
+        h = pynvml.nvmlDeviceGetHandleByUUID(ident.encode())  # bytes: accepted by old and new bindings
         getter = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
             pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
         mask = int(getter(h))
