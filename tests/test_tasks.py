@@ -179,6 +179,10 @@ def test_resize_and_positions() -> None:
     assert not np.array_equal(w_raw, w_rnd) and np.allclose(w_raw, w_rnd, atol=1 / 256)
     assert media.fit_grid(96, 64, 96) == (8, 12)
     assert media.fit_grid(4000, 10, 16) == (1, 16)
+    assert media.fit_grid(1, 4096, 12) == (12, 1)
+    for w, h, budget in ((3, 4096, 96), (4096, 7, 12), (17, 13, 1), (640, 480, 256)):
+        rows, cols = media.fit_grid(w, h, budget)
+        assert 1 <= rows * cols <= budget
 
 
 def test_media_fixtures_are_generated_and_small(tmp_path: Path) -> None:
@@ -367,3 +371,21 @@ def test_example_task_runs_through_the_cli(tmp_path: Path, monkeypatch: pytest.M
 def test_example_task_refuses_an_unknown_size() -> None:
     with pytest.raises(UsageError, match="one size"):
         load_task("examples.sentiment_task:make_task", size="large")
+
+
+@pytest.mark.parametrize(("kind", "frames", "width", "height"),
+                         [("image", 1, 1, 300), ("image", 1, 500, 2), ("video", 20, 30, 20),
+                          ("video", 3, 17, 9)])
+def test_any_media_shape_fits_the_fixed_inputs(kind: str, frames: int, width: int, height: int) -> None:
+    task = DecisionTask()
+    px = (np.arange(frames * height * width * 3) % 251).astype(np.uint8)
+    doc = {"type": kind, "encoding": "rgb8", "width": width, "height": height,
+           "data": base64.b64encode(px.tobytes()).decode()}
+    if kind == "video":
+        doc["frames"] = frames
+    req = {"document": doc, "schema": {"choices": [{"label": "a"}, {"label": "b"}]}}
+    arrays = dict(zip(task.input_names, task.preprocess(task.parse(json.dumps(req).encode()))))
+    n = int(arrays["patch_mask"].sum())
+    assert 1 <= n <= task.spec.max_patches
+    assert int(arrays["frame"][0, :n].max()) == min(frames, task.spec.max_frames) - 1
+    assert arrays["pos_index"].max() < task.spec.native_grid ** 2

@@ -54,7 +54,7 @@ def fit_grid(width: int, height: int, budget: int) -> tuple[int, int]:
     Exact integer arithmetic: cols = ⌊√(budget·w/h)⌋, rows = ⌊√(budget·h/w)⌋.
     """
     cols = max(1, math.isqrt(budget * width // height))
-    rows = max(1, math.isqrt(budget * height // width))
+    rows = min(budget, max(1, math.isqrt(budget * height // width)))
     cols = min(cols, max(1, budget // rows))
     return rows, cols
 
