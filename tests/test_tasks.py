@@ -389,3 +389,15 @@ def test_any_media_shape_fits_the_fixed_inputs(kind: str, frames: int, width: in
     assert 1 <= n <= task.spec.max_patches
     assert int(arrays["frame"][0, :n].max()) == min(frames, task.spec.max_frames) - 1
     assert arrays["pos_index"].max() < task.spec.native_grid ** 2
+
+
+@pytest.mark.parametrize("size", ["base", "large"])
+def test_large_sizes_run_shape_only_on_meta(size: str) -> None:
+    """base/large: preprocess for real, the forward on the meta device (shapes only, no memory)."""
+    task = DecisionTask(size=size)
+    model = task.build_model(device="meta")
+    for case in (task.cases()[0], task.cases()[4]):
+        arrays = task.preprocess(task.parse(case.request))
+        assert arrays[4].max() < task.spec.native_grid ** 2
+        (logits,) = model(*[torch.from_numpy(a).to("meta") for a in arrays])
+        assert tuple(logits.shape) == (1, task.spec.max_choices) and logits.dtype == torch.float32
