@@ -107,8 +107,11 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--contract", default="public_task_call_wall", show_default=True,
-              help="Built-in contract name or path to a contract TOML file.")
+@click.option("--contract", "contract", multiple=True, default=("public_task_call_wall",),
+              show_default=True,
+              help="Built-in contract name or path to a contract TOML file. Repeat it to measure "
+                   "several contracts in one run: runners are prepared once, one receipt per contract "
+                   "(OUT becomes OUT-stem.CONTRACT.json).")
 @click.option("--task", "task_spec", default="decision", show_default=True,
               help="Built-in task name or package.module:factory.")
 @click.option("--size", default="tiny", show_default=True)
@@ -118,6 +121,8 @@ def main() -> None:
               help="Runner to measure (repeatable); default torch-eager and torch-compile.")
 @click.option("--case", "cases", multiple=True, help="Case to run (repeatable); default all.")
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
+@click.option("--threads", type=int, default=None,
+              help="torch intra-op threads (default: torch's choice); recorded in the receipt.")
 @click.option("--warmup", default=5, show_default=True, type=int)
 @click.option("--samples", default=400, show_default=True, type=int,
               help="Fixed sample count (a two-sided 95% p99 interval needs ≥ 368).")
@@ -141,13 +146,14 @@ def main() -> None:
 @click.option("--gate", multiple=True, help="Accuracy gate threshold override GATE=VALUE.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Receipt path; default a timestamped file under ./receipts/.")
-def run(contract: str, task_spec: str, size: str, dtype: str, runners: tuple[str, ...],
-        cases: tuple[str, ...], device: str, warmup: int, samples: int, target_ci: str | None,
+def run(contract: tuple[str, ...], task_spec: str, size: str, dtype: str, runners: tuple[str, ...],
+        cases: tuple[str, ...], device: str, threads: int | None, warmup: int, samples: int,
+        target_ci: str | None,
         max_samples: int, max_time: float, compile_mode: str, compile_option: tuple[str, ...],
         aten_fallback: tuple[str, ...], tensorrt_flavour: str, runner_option: tuple[str, ...],
         baseline: str | None, task_option: tuple[str, ...], gate: tuple[str, ...],
         out: Path | None) -> None:
-    """Measure runners × cases under one timing contract and write a receipt."""
+    """Measure runners × cases under a timing contract and write a receipt."""
     from benchbox.render import results_table
     from benchbox.run import DEFAULT_RUNNERS, RunConfig
     from benchbox.run import run as do_run
@@ -166,16 +172,18 @@ def run(contract: str, task_spec: str, size: str, dtype: str, runners: tuple[str
             raise UsageError(f"--runner-option expects RUNNER:KEY=VALUE, got {item!r}")
         ropts.setdefault(rname, {}).update(_pairs((kv,), "--runner-option"))
     cfg = RunConfig(
-        contract=contract, task=task_spec, size=size, dtype=dtype,
-        runners=tuple(runners) or DEFAULT_RUNNERS, cases=tuple(cases), device=device,
+        contract=contract[0], contracts=tuple(contract) if len(contract) > 1 else (),
+        task=task_spec, size=size, dtype=dtype,
+        runners=tuple(runners) or DEFAULT_RUNNERS, cases=tuple(cases), device=device, threads=threads,
         warmup=warmup, samples=samples, target_ci=_percent(target_ci), max_samples=max_samples,
         max_time_s=max_time, out=out, baseline=baseline,
         runner_options={k: v for k, v in ropts.items() if k in (runners or DEFAULT_RUNNERS)},
         task_options=_pairs(task_option, "--task-option"), gates=_pairs(gate, "--gate"),
         command=tuple(["benchbox", *sys.argv[1:]]))
     outcome = do_run(cfg, progress=lambda s: click.echo(s, err=True))
-    click.echo(results_table(outcome.receipt))
-    click.echo(f"receipt written to {outcome.path}")
+    for o in outcome.all:
+        click.echo(results_table(o.receipt))
+        click.echo(f"receipt written to {o.path}")
     sys.exit(0 if outcome.ok else 1)
 
 

@@ -1,4 +1,8 @@
-"""``benchbox run`` as a library call: measure runners × cases under one contract."""
+"""``benchbox run`` as a library call: measure runners × cases under one or more contracts.
+
+Each runner is prepared (built, compiled) once and each case validated once; every
+contract then gets its own samples and its own receipt.
+"""
 
 from __future__ import annotations
 
@@ -40,12 +44,16 @@ class RunConfig:
     """Everything that decides what a run measures."""
 
     contract: str = "public_task_call_wall"
+    #: several contracts in one run (prepared once, one receipt each); overrides ``contract``
+    contracts: tuple[str, ...] = ()
     task: str = "decision"
     size: str = "tiny"
     dtype: str = "float32"
     runners: tuple[str, ...] = DEFAULT_RUNNERS
     cases: tuple[str, ...] = ()
     device: str = "cpu"
+    #: torch intra-op threads for the run (None: torch's default); recorded in the environment
+    threads: int | None = None
     warmup: int = 5
     samples: int = DEFAULT_SAMPLES
     #: adaptive sampling: stop when the p50 interval's relative half-width is below this (None: fixed)
@@ -62,14 +70,27 @@ class RunConfig:
 
 @dataclass
 class RunOutcome:
-    """The receipt and where it was written."""
+    """The receipt and where it was written (the first contract's), and those of the others."""
 
     path: Path
     receipt: dict[str, Any]
+    others: list[RunOutcome] = field(default_factory=list)
+
+    @property
+    def all(self) -> list[RunOutcome]:
+        return [self, *self.others]
 
     @property
     def ok(self) -> bool:
-        return all(r["status"] == "valid" for r in self.receipt["results"])
+        return all(r["status"] == "valid" for o in self.all for r in o.receipt["results"])
+
+
+def out_paths(out: Path | None, names: list[str]) -> list[Path]:
+    """One receipt path per contract: ``out`` itself for one, ``stem.CONTRACT.json`` for several."""
+    base = Path(out) if out is not None else default_out()
+    if len(names) == 1:
+        return [base]
+    return [base.with_name(f"{base.stem}.{n}{base.suffix or '.json'}") for n in names]
 
 
 def default_out() -> Path:
@@ -94,6 +115,8 @@ def _validate_config(cfg: RunConfig) -> None:
             raise UsageError(f"unknown runner '{r}' (runners: {', '.join(RUNNERS)})")
     if len(set(cfg.runners)) != len(cfg.runners):
         raise UsageError("a runner is named twice")
+    if cfg.threads is not None and cfg.threads < 1:
+        raise UsageError("--threads must be ≥ 1")
     if cfg.samples < 1 or cfg.warmup < 0:
         raise UsageError("--samples must be ≥ 1 and --warmup ≥ 0")
     sampling_policy(cfg)
@@ -217,8 +240,7 @@ class _Stop:
 
     def __init__(self) -> None:
         self.requested = False
-        self.out: Path | None = None
-        self.receipt: dict[str, Any] | None = None
+        self.targets: list[tuple[Path, dict[str, Any]]] = []
         self._previous: Any = None
         self._installed = False
 
@@ -251,15 +273,19 @@ class _Stop:
             raise self.interrupted("SIGINT")
 
     def interrupted(self, why: str) -> Interrupted:
-        """Mark the receipt interrupted and incomplete, write it, and build the error."""
-        if self.receipt is None or self.out is None:
+        """Mark the receipts interrupted and incomplete, write them, and build the error."""
+        if not self.targets:
             return Interrupted(f"interrupted ({why}) before anything was measured", None, None)
-        n = len(self.receipt["results"])
-        self.receipt.update(complete=False, interrupted=True,
-                            interrupt_reason=f"{why} after {n} result(s)", interrupted_at=now_iso())
-        write_receipt(self.out, self.receipt)
-        return Interrupted(f"interrupted ({why}): {n} result(s) kept in the incomplete receipt {self.out}",
-                           self.out, self.receipt)
+        for out, receipt in self.targets:
+            n = len(receipt["results"])
+            receipt.update(complete=False, interrupted=True,
+                           interrupt_reason=f"{why} after {n} result(s)", interrupted_at=now_iso())
+            write_receipt(out, receipt)
+        out, receipt = self.targets[0]
+        where = ", ".join(str(o) for o, _ in self.targets)
+        n = len(receipt["results"])
+        return Interrupted(f"interrupted ({why}): {n} result(s) kept in the incomplete receipt {where}",
+                           out, receipt)
 
 
 def run(cfg: RunConfig, progress: Progress = lambda s: None) -> RunOutcome:
@@ -282,7 +308,9 @@ def run(cfg: RunConfig, progress: Progress = lambda s: None) -> RunOutcome:
 
 def _run(cfg: RunConfig, progress: Progress, stop: _Stop) -> RunOutcome:
     _validate_config(cfg)
-    contract: Contract = load_contract(cfg.contract)
+    contracts: list[Contract] = [load_contract(c) for c in (cfg.contracts or (cfg.contract,))]
+    if len({c.name for c in contracts}) != len(contracts):
+        raise UsageError("a contract is named twice")
     task: Task = load_task(cfg.task, size=cfg.size, dtype=cfg.dtype, options=dict(cfg.task_options),
                            gate_overrides=dict(cfg.gates))
     cases = task.cases()
@@ -300,47 +328,68 @@ def _run(cfg: RunConfig, progress: Progress, stop: _Stop) -> RunOutcome:
         if unknown:
             raise UsageError(f"unknown case '{unknown[0]}' for task {task.name} (cases: {', '.join(names)})")
         cases = [c for c in cases if c.name in cfg.cases]
-    out = Path(cfg.out) if cfg.out is not None else default_out()
+    outs = out_paths(cfg.out, [c.name for c in contracts])
     baseline = cfg.baseline or ("torch-compile" if "torch-compile" in cfg.runners else cfg.runners[0])
 
-    import torch  # noqa: F401  (the runners need it; import before the environment is read)
+    import torch  # (the runners need it; import before the environment is read)
+
+    if cfg.threads is not None:
+        torch.set_num_threads(cfg.threads)
 
     from benchbox import environment
     from benchbox.harness.calibration import calibrate
 
-    receipt: dict[str, Any] = {
+    env = environment.collect(cfg.device)
+    receipts: list[dict[str, Any]] = [{
         "schema_version": SCHEMA_VERSION,
         "benchbox_version": __version__,
         "created_at": now_iso(),
         "command": list(cfg.command) or ["benchbox", "run"],
         "complete": False,
         "contract": contract.to_dict(),
-        "environment": environment.collect(cfg.device),
+        "environment": env,
         "task": {**task.info(), "cases": [{"name": c.name, "request_sha256": c.sha256} for c in cases]},
         "settings": {"warmup": cfg.warmup, "samples": cfg.samples, "device": cfg.device,
                      "sampling": sampling_policy(cfg).describe(),
                      "runners": list(cfg.runners), "baseline": baseline,
-                     "gates": task.gate_thresholds()},
+                     "gates": task.gate_thresholds(),
+                     "contracts_in_run": [c.name for c in contracts]},
         "calibration": {},
         "results": [],
-    }
-    write_receipt(out, receipt)
-    stop.out, stop.receipt = out, receipt
-    progress(f"receipt: {out}")
+    } for contract in contracts]
+    targets = list(zip(outs, receipts))
+
+    def save() -> None:
+        for o, r in targets:
+            write_receipt(o, r)
+
+    def add_rows(rows: list[dict[str, Any]]) -> None:
+        for (_, r), row in zip(targets, rows):
+            r["results"].append(row)
+        save()
+
+    save()
+    stop.targets = targets
+    for o in outs:
+        progress(f"receipt: {o}")
 
     progress("calibrating the harness floors")
-    try:
-        receipt["calibration"] = calibrate(contract, cfg.device)
-    except Exception as e:  # e.g. a device that is not here: the runners report it per row
-        progress(f"calibration failed: {_error_line(e)}")
-        receipt["calibration"] = {"error": _error_line(e)}
+    for contract, receipt in zip(contracts, receipts):
+        try:
+            receipt["calibration"] = calibrate(contract, cfg.device)
+        except Exception as e:  # e.g. a device that is not here: the runners report it per row
+            progress(f"calibration failed: {_error_line(e)}")
+            receipt["calibration"] = {"error": _error_line(e)}
 
     # the float32 eager reference, computed once per case, outside any timing
     progress("computing the float32 reference")
     ref_task = dataclasses.replace(task, dtype="float32") if task.dtype != "float32" else task
     ref_model = ref_task.build_model()
-    receipt["task"].update(model_facts(ref_model))
-    harness = Harness(contract)
+    facts = model_facts(ref_model)
+    for receipt in receipts:
+        receipt["task"].update(facts)
+    harnesses = [Harness(c) for c in contracts]
+    harness = harnesses[0]
     ref_runner = make_runner("torch-eager", "cpu")
     references: dict[str, CallTrace] = {}
     example = None
@@ -351,7 +400,7 @@ def _run(cfg: RunConfig, progress: Progress, stop: _Stop) -> RunOutcome:
         except ValueError as e:
             raise UsageError(f"case {case.name}: invalid request for task {task.name}: {e}") from None
     example = task.preprocess(task.parse(cases[0].request))
-    write_receipt(out, receipt)
+    save()
 
     for name in cfg.runners:
         stop.check()
@@ -362,8 +411,7 @@ def _run(cfg: RunConfig, progress: Progress, stop: _Stop) -> RunOutcome:
             report = {"options": opts, **_unavailable_facts(name, cfg.device, opts, task, example, progress),
                       "unavailable": reason}
             for case in cases:
-                receipt["results"].append(_row(name, case, "failed", [reason], runner_report=report))
-            write_receipt(out, receipt)
+                add_rows([_row(name, case, "failed", [reason], runner_report=report)] * len(targets))
             continue
         phases = PhaseTimer()
         try:
@@ -377,24 +425,25 @@ def _run(cfg: RunConfig, progress: Progress, stop: _Stop) -> RunOutcome:
             report = {"options": opts, "prepare_s": phases.seconds, "error": _error_line(e),
                       "traceback": traceback.format_exc(limit=8)}
             for case in cases:
-                receipt["results"].append(_row(name, case, "failed",
-                                               [f"preparation failed: {_error_line(e)}"],
-                                               runner_report=report))
-            write_receipt(out, receipt)
+                add_rows([_row(name, case, "failed", [f"preparation failed: {_error_line(e)}"],
+                               runner_report=report)] * len(targets))
             continue
         for case in cases:
             stop.check()
-            receipt["results"].append(_measure_case(harness, task, runner, case, references[case.name],
-                                                    cfg, phases, progress, stop))
-            write_receipt(out, receipt)
+            add_rows(_measure_case(harnesses, task, runner, case, references[case.name],
+                                   cfg, phases, progress, stop))
 
     stop.check()
-    receipt["comparisons"] = compare(receipt["results"], baseline, receipt["calibration"])
-    if cfg.device.startswith("cuda"):
-        receipt["environment"]["gpu_state_after"] = environment.gpu_state(cfg.device)
-    receipt["complete"] = True
-    write_receipt(out, receipt)
-    return RunOutcome(out, receipt)
+    after = environment.gpu_state(cfg.device) if cfg.device.startswith("cuda") else None
+    for receipt in receipts:
+        receipt["comparisons"] = compare(receipt["results"], baseline, receipt["calibration"])
+        if after is not None:
+            receipt["environment"] = {**receipt["environment"], "gpu_state_after": after}
+        receipt["complete"] = True
+    save()
+    first, *rest = [RunOutcome(o, r) for o, r in targets]
+    first.others = rest
+    return first
 
 
 def _unavailable_facts(name: str, device: str, opts: dict[str, Any], task: Task, example: Any,
@@ -429,23 +478,43 @@ def _report(runner: Any) -> dict[str, Any]:
         return {"report_error": _error_line(e)}
 
 
-def _measure_case(harness: Harness, task: Task, runner: Any, case: Any, reference: CallTrace,
+def _measure_case(harnesses: list[Harness], task: Task, runner: Any, case: Any, reference: CallTrace,
                   cfg: RunConfig, phases: PhaseTimer, progress: Progress,
-                  stop: _Stop | None = None) -> dict[str, Any]:
+                  stop: _Stop | None = None) -> list[dict[str, Any]]:
+    """Validate once (two untimed calls, outside every timed region), then sample per contract."""
+    try:
+        first = harnesses[0].call(task, runner, case.request)
+        second = harnesses[0].call(task, runner, case.request)
+        gates = task.gates(reference, first, second)
+    except Exception as e:
+        progress(f"{runner.name} × {case.name}: failed: {_error_line(e)}")
+        row = _row(runner.name, case, "failed", [_error_line(e)],
+                   runner_report={**_report(runner), "prepare_s": dict(phases.seconds),
+                                  "traceback": traceback.format_exc(limit=8)})
+        return [row] * len(harnesses)
+    rows = []
+    for harness in harnesses:
+        rows.append(_measure_one(harness, task, runner, case, gates, cfg, phases, progress, stop))
+        if rows[-1].get("partial"):
+            # interrupted: the other contracts get nothing more for this case
+            break
+    return rows
+
+
+def _measure_one(harness: Harness, task: Task, runner: Any, case: Any, gates: list[Any],
+                 cfg: RunConfig, phases: PhaseTimer, progress: Progress,
+                 stop: _Stop | None = None) -> dict[str, Any]:
     name = runner.name
     stop = stop or _Stop()
+    label = f"{name} × {case.name}" + (f" [{harness.contract.name}]" if cfg.contracts else "")
     try:
-        # validation: two untimed calls, outside every timed region
-        first = harness.call(task, runner, case.request)
-        second = harness.call(task, runner, case.request)
-        gates = task.gates(reference, first, second)
         policy = sampling_policy(cfg)
         m = harness.measure(task, runner, case.request, samples=policy.limit, warmup=policy.warmup,
                             should_stop=stop.should_stop(policy.stopper()))
     except _SampleInterrupt as i:
         m = i.measurement
         m.stop_reason = f"interrupted by SIGINT after {len(m.samples_ns)} sample(s)"
-        progress(f"{name} × {case.name}: interrupted; keeping {len(m.samples_ns)} sample(s)")
+        progress(f"{label}: interrupted; keeping {len(m.samples_ns)} sample(s)")
         return _row(name, case, "invalid", [f"partial: {m.stop_reason}; not comparable"], partial=True,
                     runner_report={**_report(runner), "prepare_s": dict(phases.seconds)},
                     accuracy={"passed": all(g.passed for g in gates),
@@ -454,7 +523,7 @@ def _measure_case(harness: Harness, task: Task, runner: Any, case: Any, referenc
                     clock_used=m.clock_used, clock_note=m.clock_note, warmup=m.warmup,
                     stop_reason=m.stop_reason)
     except Exception as e:
-        progress(f"{name} × {case.name}: failed: {_error_line(e)}")
+        progress(f"{label}: failed: {_error_line(e)}")
         return _row(name, case, "failed", [_error_line(e)],
                     runner_report={**_report(runner), "prepare_s": dict(phases.seconds),
                                    "traceback": traceback.format_exc(limit=8)})
@@ -469,7 +538,7 @@ def _measure_case(harness: Harness, task: Task, runner: Any, case: Any, referenc
     if cross and cross["violations"]:
         reasons.append(f"clock cross-check: {cross['violations']} of {cross['samples']} samples have "
                        f"device time above the host span {cross['host_span']}: the accounting is wrong")
-    progress(f"{name} × {case.name}: {status}, p50 {summary['p50_ns'] / 1e6:.3f} ms "
+    progress(f"{label}: {status}, p50 {summary['p50_ns'] / 1e6:.3f} ms "
              f"over {summary['n']} samples")
     return _row(name, case, status, reasons,
                 runner_report={**_report(runner), "prepare_s": dict(phases.seconds)},
