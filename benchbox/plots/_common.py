@@ -89,7 +89,7 @@ def short_reason(reasons: Sequence[str], limit: int = 70) -> str:
     if not reasons:
         return "no reason recorded"
     gates = [r.split()[2] for r in reasons if r.startswith("accuracy gate ") and len(r.split()) > 2]
-    if gates and len(gates) == len(reasons):
+    if gates:
         text = ("accuracy gate " if len(gates) == 1 else "accuracy gates ") + ", ".join(gates)
     else:
         text = reasons[0] + (f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else "")
