@@ -33,7 +33,10 @@ VERDICT_COLOURS: dict[str, str] = {
     "unresolved": "#8073ac",
 }
 NO_RATIO = ("invalid", "new", "removed", "not comparable")
-_TICKS = (0.1, 0.2, 0.25, 0.5, 0.67, 0.8, 0.9, 0.95, 1.0, 1.05, 1.1, 1.25, 1.5, 2.0, 4.0, 5.0, 10.0)
+#: tick sets for the ratio axis, from narrow to wide, and the widest log-span each suits
+_TICKS = ((0.25, (0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.15, 1.2, 1.25)),
+          (0.8, (0.5, 0.67, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0)),
+          (math.inf, (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)))
 
 
 def _trim(text: str, limit: int) -> str:
@@ -94,7 +97,8 @@ def figure(receipts: Sequence[LabelledReceipt], threshold: float = 0.05) -> Figu
         axes.append(ax)
         ax.set_xscale("log")
         ax.set_xlim(*lim)
-        ax.xaxis.set_major_locator(FixedLocator([t for t in _TICKS if lim[0] <= t <= lim[1]]))
+        ticks = next(t for width_, t in _TICKS if span * 1.15 <= width_)
+        ax.xaxis.set_major_locator(FixedLocator([t for t in ticks if lim[0] <= t <= lim[1]]))
         ax.xaxis.set_minor_locator(NullLocator())
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}"))
         ax.axvspan(1 - threshold, 1 + threshold, color="#dfe8f2", zorder=0, lw=0)
@@ -168,6 +172,7 @@ def figure(receipts: Sequence[LabelledReceipt], threshold: float = 0.05) -> Figu
     counts = ", ".join(f"{n} {v}" for v, n in result.counts().items())
     notes = "; ".join(result.notes)
     caption(fig, f"Rows matched by (task, case, runner): {counts}. Ratio < 1 means {head.label} is "
-                 f"faster. Intervals and verdicts as in `benchbox diff --threshold "
+                 "faster. Points are coloured by each quantile's own verdict; the row's verdict (left, "
+                 "right) combines both. Intervals and verdicts as in `benchbox diff --threshold "
                  f"{threshold * 100:g}`." + (f" Notes: {notes}." if notes else ""))
     return fig

@@ -53,10 +53,13 @@ def figure(receipts: Sequence[LabelledReceipt]) -> Figure:
                       len(s.row.name(multi)) + (0 if s.row.valid else len(s.row.status) + 3)
                       for s in slots)
     left_in = 0.35 + 0.068 * label_chars
-    panel_in = 9.0
+    panel_in = 10.0
     width = left_in + panel_in + 0.4
     plot_h = 0.3 * (max(s.y for s in slots) + 1.2)
-    top_in, bottom_in = 0.95, 1.45
+    n_handles = len(stages) + 1 + len({r.status for r in rows} - {"valid"})
+    ncol = max(1, min(n_handles, int(width / 2.6)))
+    legend_rows = -(-n_handles // ncol)
+    top_in, bottom_in = 0.95, 1.05 + 0.24 * legend_rows
     height = top_in + plot_h + bottom_in
     fig = new_figure(width, height)
     ax = fig.add_axes((left_in / width, bottom_in / height, panel_in / width, plot_h / height))
@@ -118,7 +121,7 @@ def figure(receipts: Sequence[LabelledReceipt]) -> Figure:
     sh = status_handles()
     handles += [sh[s] for s in ("invalid", "failed") if any(r.status == s for r in rows)]
     fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.4 / height),
-               ncol=min(len(handles), 6), fontsize=BASE_FONT, frameon=False)
+               ncol=ncol, fontsize=BASE_FONT, frameon=False)
     title(fig, "Where the time goes: per-stage medians", receipts, top_in)
     caption(fig, "Each bar stacks the median of every stage in pipeline order; the black outline is the "
                  "region the contract times (faded stages are outside it). The timed p50 is the median of "
