@@ -271,6 +271,13 @@ def _check_row(row: Any, where: str, at: str) -> None:
     _expect(isinstance(summary, dict), where, f"{at}.summary is not an object")
     _check_summary(summary, where, at)
     _expect(_opt(row, "runner_report", dict), where, f"{at}.runner_report is not an object")
+    report = row.get("runner_report") or {}
+    _expect(_opt(report, "options", dict) and _opt(report, "versions", dict), where,
+            f"{at}.runner_report.options/versions is not an object")
+    fallbacks = report.get("fallbacks", [])
+    _expect(isinstance(fallbacks, list) and all(isinstance(f, dict) and _opt(f, "count", int)
+                                                for f in fallbacks),
+            where, f"{at}.runner_report.fallbacks is not a list of objects")
     acc = row.get("accuracy")
     _expect(acc is None or isinstance(acc, dict), where, f"{at}.accuracy is not null or an object")
     if isinstance(acc, dict):
@@ -288,8 +295,12 @@ def _check_comparisons(comp: Any, where: str) -> None:
     for i, row in enumerate(comp.get("rows", [])):
         _expect(isinstance(row, dict) and isinstance(row.get("runner"), str)
                 and isinstance(row.get("case"), str) and _is_num(row.get("p50_ratio"))
-                and _opt(row, "p99_ratio", (int, float)), where,
-                f"comparisons.rows[{i}] needs runner, case and numeric ratios")
+                and _opt(row, "p99_ratio", (int, float))
+                and all(row.get(k) is None or (isinstance(row[k], list) and len(row[k]) == 2
+                                               and all(_is_num(v) for v in row[k]))
+                        for k in ("p50_ratio_ci", "p99_ratio_ci"))
+                and _opt(row, "p50_verdict", (str, type(None))), where,
+                f"comparisons.rows[{i}] needs runner, case, numeric ratios and [lo, hi] intervals")
     for i, ex in enumerate(comp.get("excluded", [])):
         _expect(isinstance(ex, dict) and all(isinstance(ex.get(k), str)
                                              for k in ("runner", "case", "status")),
@@ -307,6 +318,7 @@ def check_receipt(r: dict[str, Any], where: str) -> None:
             "complete/interrupted is not a boolean")
     _expect(_opt(r, "calibration", dict) and _opt(r, "settings", dict), where,
             "calibration/settings is not an object")
+    _expect(_opt(r.get("calibration") or {}, "floors", dict), where, "calibration.floors is not an object")
     c = r["contract"]
     for key in ("name", "first", "last", "clock", "hash"):
         _expect(isinstance(c.get(key), str), where, f"contract.{key} missing or not a string")
