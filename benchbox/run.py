@@ -187,7 +187,8 @@ def compare(results: list[dict[str, Any]], baseline: str | None,
     the stated multiple of the harness floor (from ``calibration``) is unresolvable.
     """
     excluded = [{"runner": r["runner"], "case": r["case"], "status": r["status"],
-                 "reasons": r["reasons"]} for r in results if r["status"] != "valid"]
+                 "reasons": r["reasons"], "options": (r.get("runner_report") or {}).get("options")}
+                for r in results if r["status"] != "valid"]
     rows = []
     by_case: dict[str, dict[str, dict[str, Any]]] = {}
     for r in results:
@@ -531,9 +532,16 @@ def _measure_one(harness: Harness, task: Task, runner: Any, case: Any, gates: li
     status = "invalid" if failed else "valid"
     reasons = [f"accuracy gate {g.name} failed: value {g.value}, threshold {g.threshold}"
                + (f" ({g.detail})" if g.detail else "") for g in failed]
-    summary = summarize(m.samples_ns)
-    steady = steady_state(m.samples_ns)
-    cross = clock_cross_check(m, harness.contract)
+    try:
+        summary = summarize(m.samples_ns)
+        steady = steady_state(m.samples_ns)
+        cross = clock_cross_check(m, harness.contract)
+    except Exception as e:  # keep what was measured even if its statistics fail
+        progress(f"{label}: statistics failed: {_error_line(e)}")
+        return _row(name, case, "failed", [f"statistics failed: {_error_line(e)}"],
+                    runner_report={**_report(runner), "prepare_s": dict(phases.seconds)},
+                    samples_ns=m.samples_ns, stages_ns=m.stages_ns, clock_used=m.clock_used,
+                    clock_note=m.clock_note, warmup=m.warmup, stop_reason=m.stop_reason)
     reasons += caveats(summary, steady)  # caveats never change the status
     if cross and cross["violations"]:
         reasons.append(f"clock cross-check: {cross['violations']} of {cross['samples']} samples have "

@@ -1,0 +1,62 @@
+"""`benchbox.run.run` as a library: several contracts in one run, and nothing measured is lost."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import benchbox.run as run_mod
+from benchbox.contracts import load_contract
+from benchbox.receipts import load_receipt
+from benchbox.run import RunConfig, out_paths, run
+
+
+def test_out_paths_one_and_several() -> None:
+    assert out_paths(Path("d/r.json"), ["a"]) == [Path("d/r.json")]
+    assert out_paths(Path("d/r.json"), ["a", "b"]) == [Path("d/r.a.json"), Path("d/r.b.json")]
+
+
+def test_several_contracts_give_one_receipt_each_from_one_preparation(tmp_path: Path) -> None:
+    outcome = run(RunConfig(contracts=("public_task_call_wall", "model_io_wall", "device_compute"),
+                            runners=("torch-eager",), cases=("invoice", "video"), samples=30, warmup=2,
+                            out=tmp_path / "r.json"))
+    names = [o.receipt["contract"]["name"] for o in outcome.all]
+    assert names == ["public_task_call_wall", "model_io_wall", "device_compute"]
+    for o in outcome.all:
+        r = load_receipt(o.path)
+        assert o.path == tmp_path / f"r.{r['contract']['name']}.json"
+        assert r["complete"] is True
+        assert r["contract"]["hash"] == load_contract(r["contract"]["name"]).hash
+        assert r["settings"]["contracts_in_run"] == names
+        assert [(x["runner"], x["case"], x["status"]) for x in r["results"]] == [
+            ("torch-eager", "invoice", "valid"), ("torch-eager", "video", "valid")]
+        assert all(len(x["samples_ns"]) == 30 for x in r["results"])
+    pub, io = (json.loads(o.path.read_text()) for o in outcome.all[:2])
+    # each contract's samples are its own: the public call's region is longer than model I/O
+    for a, b in zip(pub["results"], io["results"]):
+        assert b["summary"]["p50_ns"] < a["summary"]["p50_ns"]
+    # validated once: the same gates in every receipt
+    assert pub["results"][0]["accuracy"] == io["results"][0]["accuracy"]
+
+
+def test_duplicate_contract_is_refused(tmp_path: Path) -> None:
+    from benchbox.errors import UsageError
+
+    with pytest.raises(UsageError, match="named twice"):
+        run(RunConfig(contracts=("model_io_wall", "model_io_wall"), out=tmp_path / "r.json"))
+
+
+def test_samples_survive_a_simulated_statistics_failure(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(samples: object, *a: object, **k: object) -> None:
+        raise ArithmeticError("simulated failure in the statistics")
+
+    monkeypatch.setattr(run_mod, "summarize", broken)
+    outcome = run(RunConfig(runners=("torch-eager",), cases=("invoice",), samples=25, warmup=1,
+                            out=tmp_path / "r.json"))
+    row = load_receipt(outcome.path)["results"][0]
+    assert row["status"] == "failed" and "statistics failed" in row["reasons"][0]
+    assert len(row["samples_ns"]) == 25 and len(row["stages_ns"]["compute"]) == 25
+    assert not outcome.ok
