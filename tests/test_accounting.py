@@ -3,6 +3,7 @@ exactly the contract's stages, and a slow stage lands only in the contracts that
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 from benchbox.contracts import STAGES, builtin_contracts, load_contract
 from benchbox.harness import Harness, PhaseTimer
 from benchbox.runners import RUNNERS, availability, make_runner
+from benchbox.tasks import Case, Task
 from benchbox.tasks.decision.task import DecisionTask
 
 TASK_STAGES = ("parse", "preprocess", "reduce", "answer", "serialize")
@@ -41,15 +43,54 @@ def _trace(obj: Any, names: tuple[str, ...], log: list[tuple[str, int]]) -> None
         setattr(obj, name, traced)
 
 
-class SlowSerialize(DecisionTask):
-    """The built-in task whose serialize stage sleeps 20 ms."""
+class LightTask(Task):
+    """A task with a small model; option ``sleep_ms`` makes serialize sleep that long.
+
+    The model is small because a 20 ms pause also slows the *next* call's model I/O on
+    this kind of machine (0.3–0.6 ms measured here, busy-waiting or sleeping alike: state
+    gone cold), a real cost that is not an accounting error; it must stay below the bound.
+    """
+
+    name = "light"
+    input_names = ("x",)
+    output_names = ("y",)
+
+    def parse(self, request: bytes) -> Any:
+        return json.loads(request)
+
+    def preprocess(self, request: Any) -> tuple[np.ndarray, ...]:
+        return (np.asarray(request["x"], np.float32).reshape(1, 16),)
+
+    def reduce(self, outputs: dict[str, np.ndarray], request: Any) -> Any:
+        return float(outputs["y"].sum())
+
+    def answer(self, reduced: Any, request: Any) -> Any:
+        return {"sum": round(reduced, 4)}
 
     def serialize(self, answer: Any) -> bytes:
-        time.sleep(0.020)
-        return super().serialize(answer)
+        if self.options.get("sleep_ms"):
+            time.sleep(self.options["sleep_ms"] / 1000)
+        return json.dumps(answer).encode()
+
+    def cases(self) -> list[Case]:
+        return [Case("a", json.dumps({"x": [i / 7 for i in range(16)]}).encode())]
+
+    def build_model(self) -> Any:
+        import torch
+
+        class M(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.lin = torch.nn.Linear(16, 16)
+
+            def forward(self, x: Any) -> tuple[Any]:
+                return (torch.relu(self.lin(x)),)
+
+        torch.manual_seed(0)
+        return M().eval()
 
 
-def _prepared(name: str, task: DecisionTask) -> Any:
+def _prepared(name: str, task: Task) -> Any:
     reason = availability(name, "cpu")
     if reason is not None:
         pytest.skip(f"{name} cannot run on this machine: {reason}")
@@ -107,18 +148,16 @@ def test_region_holds_exactly_the_declared_stages(runners: dict[str, Any], runne
 
 
 @pytest.mark.parametrize("runner_name", list(RUNNERS))
-def test_slow_serialize_lands_only_in_contracts_that_time_it(runners: dict[str, Any],
-                                                             runner_name: str) -> None:
-    if runner_name not in runners:
-        pytest.skip(f"{runner_name} cannot run on this machine: {availability(runner_name, 'cpu')}")
-    runner = runners[runner_name]
-    fast, slow = DecisionTask(), SlowSerialize()
-    request = fast.cases()[1].request
+def test_slow_serialize_lands_only_in_contracts_that_time_it(runner_name: str) -> None:
+    """A serialize stage that sleeps 20 ms adds ≥ 20 ms to the public call, < 1 ms to model I/O."""
+    fast, slow = LightTask(), LightTask(options={"sleep_ms": 20})
+    runner = _prepared(runner_name, fast)
+    request = fast.cases()[0].request
     p50 = {}
     for contract_name in ("public_task_call_wall", "model_io_wall"):
         h = Harness(load_contract(contract_name))
         for label, task in (("fast", fast), ("slow", slow)):
             m = h.measure(task, runner, request, samples=15, warmup=2)
             p50[contract_name, label] = float(np.median(m.samples_ns))
-    assert p50["public_task_call_wall", "slow"] - p50["public_task_call_wall", "fast"] >= 20e6
-    assert abs(p50["model_io_wall", "slow"] - p50["model_io_wall", "fast"]) < 1e6
+    assert p50["public_task_call_wall", "slow"] - p50["public_task_call_wall", "fast"] >= 20e6, p50
+    assert abs(p50["model_io_wall", "slow"] - p50["model_io_wall", "fast"]) < 1e6, p50
