@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from benchbox import __version__
-from benchbox.contracts import Contract, load_contract
+from benchbox.contracts import STAGES, Contract, load_contract
 from benchbox.errors import BenchboxError, UsageError
-from benchbox.harness import Harness, PhaseTimer
+from benchbox.harness import Harness, Measurement, PhaseTimer
 from benchbox.harness.loop import clock_cross_check
 from benchbox.harness.sampling import DEFAULT_SAMPLES, SamplingPolicy
 from benchbox.receipts.io import SCHEMA_VERSION, now_iso, write_receipt
@@ -493,6 +493,8 @@ def _measure_case(harnesses: list[Harness], task: Task, runner: Any, case: Any, 
                    runner_report={**_report(runner), "prepare_s": dict(phases.seconds),
                                   "traceback": traceback.format_exc(limit=8)})
         return [row] * len(harnesses)
+    if len(harnesses) > 1 and not sampling_policy(cfg).adaptive:
+        return _measure_interleaved(harnesses, task, runner, case, gates, cfg, phases, progress, stop)
     rows = []
     for harness in harnesses:
         rows.append(_measure_one(harness, task, runner, case, gates, cfg, phases, progress, stop))
@@ -500,6 +502,121 @@ def _measure_case(harnesses: list[Harness], task: Task, runner: Any, case: Any, 
             # interrupted: the other contracts get nothing more for this case
             break
     return rows
+
+
+#: samples per contract per round when several contracts are sampled in one run
+ROUND_SAMPLES = 100
+
+
+def _sampling_key(contract: Contract) -> tuple[Any, ...]:
+    """Contracts with equal keys run identical code per sample and can share samples.
+
+    A host-clock contract adds no action inside the call unless it synchronizes at its
+    close; the harness stamps every boundary anyway, so one sample gives every such
+    contract's region. Device-clock and synchronizing contracts sample on their own.
+    """
+    p = contract.policy
+    if contract.clock == "host" and p.sync_at_close == "none":
+        return ("host", p.state, p.fresh_request, p.cuda_graphs)
+    return ("own", contract.hash)
+
+
+def _derive(m: Measurement, contract: Contract, leader: Contract) -> Measurement:
+    """Another host-clock contract's samples from the stamps of ``m`` (the leader's samples)."""
+    if contract is leader:
+        return m
+    a, b = contract.first_index, contract.last_index + 1
+    cols = [m.stages_ns[s] for s in STAGES[a:b]]
+    return Measurement(samples_ns=[int(sum(x)) for x in zip(*cols)], stages_ns=m.stages_ns,
+                       clock_used="host", warmup=m.warmup,
+                       clock_note=f"samples shared with {leader.name}: the same calls, this contract's "
+                                  f"region ({contract.first}..{contract.last}) read from their stamps")
+
+
+def _measure_interleaved(harnesses: list[Harness], task: Task, runner: Any, case: Any,
+                         gates: list[Any], cfg: RunConfig, phases: PhaseTimer, progress: Progress,
+                         stop: _Stop | None) -> list[dict[str, Any]]:
+    """Fixed sampling of several contracts in one run.
+
+    Host-clock contracts that add no synchronization share one set of calls (every
+    boundary is stamped in every call, so each contract's region is read from the same
+    stamps). The remaining sampling passes run in rounds, each taking up to
+    ROUND_SAMPLES samples in turn (the first round after the full warm-up, later ones
+    after one warm-up call), so drift on the machine hits every contract alike.
+    """
+    stop = stop or _Stop()
+    policy = sampling_policy(cfg)
+    leaders: dict[tuple[Any, ...], int] = {}
+    for i, h in enumerate(harnesses):
+        leaders.setdefault(_sampling_key(h.contract), i)
+    lead_of = [leaders[_sampling_key(h.contract)] for h in harnesses]
+    order = list(leaders.values())
+    merged = {i: Measurement() for i in order}
+    errors: dict[int, str] = {}
+    rounds, left, interrupted = 0, policy.limit, False
+    while left > 0 and len(errors) < len(order) and not interrupted:
+        k = min(ROUND_SAMPLES, left)
+        for i in order:
+            if i in errors:
+                continue
+            harness = harnesses[i]
+            try:
+                part = harness.measure(task, runner, case.request, samples=k,
+                                       warmup=policy.warmup if rounds == 0 else 1,
+                                       should_stop=stop.should_stop(None))
+            except _SampleInterrupt as intr:
+                _merge(merged[i], intr.measurement, first=rounds == 0)
+                interrupted = True
+                break
+            except Exception as e:
+                progress(f"{runner.name} × {case.name} [{harness.contract.name}]: failed: {_error_line(e)}")
+                errors[i] = _error_line(e)
+                continue
+            _merge(merged[i], part, first=rounds == 0)
+        rounds += 1
+        left -= k
+    rows = []
+    for i, harness in enumerate(harnesses):
+        lead = lead_of[i]
+        m = _derive(merged[lead], harness.contract, harnesses[lead].contract)
+        label = f"{runner.name} × {case.name} [{harness.contract.name}]"
+        if lead in errors:
+            rows.append(_row(runner.name, case, "failed", [errors[lead]],
+                             runner_report={**_report(runner), "prepare_s": dict(phases.seconds)},
+                             samples_ns=m.samples_ns, stages_ns=m.stages_ns))
+        elif interrupted:
+            rows.append(_partial_row(runner, case, gates, m, phases, progress, label))
+        else:
+            shared = [h.contract.name for j, h in enumerate(harnesses) if lead_of[j] == lead and j != i]
+            m.stop_reason = (f"fixed sample count {len(m.samples_ns)} reached in {rounds} round(s) of "
+                             f"≤ {ROUND_SAMPLES}, interleaved with the other contracts of this run"
+                             + (f"; the same calls also gave {', '.join(shared)}" if shared else ""))
+            rows.append(_result_row(harness, runner, case, gates, m, phases, progress, label))
+    return rows
+
+
+def _merge(into: Measurement, part: Measurement, first: bool) -> None:
+    into.samples_ns.extend(part.samples_ns)
+    for s, v in part.stages_ns.items():
+        into.stages_ns[s].extend(v)
+    if first:
+        into.clock_used, into.warmup = part.clock_used, part.warmup
+        into.clock_note = part.clock_note + (" (hold and floor measured again each round)"
+                                             if part.clock_used == "device" else "")
+
+
+def _partial_row(runner: Any, case: Any, gates: list[Any], m: Measurement, phases: PhaseTimer,
+                 progress: Progress, label: str) -> dict[str, Any]:
+    """SIGINT during sampling: the samples so far, kept as a partial row never compared."""
+    m.stop_reason = f"interrupted by SIGINT after {len(m.samples_ns)} sample(s)"
+    progress(f"{label}: interrupted; keeping {len(m.samples_ns)} sample(s)")
+    return _row(runner.name, case, "invalid", [f"partial: {m.stop_reason}; not comparable"],
+                partial=True, runner_report={**_report(runner), "prepare_s": dict(phases.seconds)},
+                accuracy={"passed": all(g.passed for g in gates), "gates": [g.to_dict() for g in gates],
+                          "reference": "eager float32 on cpu"},
+                samples_ns=m.samples_ns, stages_ns=m.stages_ns, summary=summarize(m.samples_ns),
+                clock_used=m.clock_used, clock_note=m.clock_note, warmup=m.warmup,
+                stop_reason=m.stop_reason)
 
 
 def _measure_one(harness: Harness, task: Task, runner: Any, case: Any, gates: list[Any],
@@ -513,21 +630,19 @@ def _measure_one(harness: Harness, task: Task, runner: Any, case: Any, gates: li
         m = harness.measure(task, runner, case.request, samples=policy.limit, warmup=policy.warmup,
                             should_stop=stop.should_stop(policy.stopper()))
     except _SampleInterrupt as i:
-        m = i.measurement
-        m.stop_reason = f"interrupted by SIGINT after {len(m.samples_ns)} sample(s)"
-        progress(f"{label}: interrupted; keeping {len(m.samples_ns)} sample(s)")
-        return _row(name, case, "invalid", [f"partial: {m.stop_reason}; not comparable"], partial=True,
-                    runner_report={**_report(runner), "prepare_s": dict(phases.seconds)},
-                    accuracy={"passed": all(g.passed for g in gates),
-                              "gates": [g.to_dict() for g in gates], "reference": "eager float32 on cpu"},
-                    samples_ns=m.samples_ns, stages_ns=m.stages_ns, summary=summarize(m.samples_ns),
-                    clock_used=m.clock_used, clock_note=m.clock_note, warmup=m.warmup,
-                    stop_reason=m.stop_reason)
+        return _partial_row(runner, case, gates, i.measurement, phases, progress, label)
     except Exception as e:
         progress(f"{label}: failed: {_error_line(e)}")
         return _row(name, case, "failed", [_error_line(e)],
                     runner_report={**_report(runner), "prepare_s": dict(phases.seconds),
                                    "traceback": traceback.format_exc(limit=8)})
+    return _result_row(harness, runner, case, gates, m, phases, progress, label)
+
+
+def _result_row(harness: Harness, runner: Any, case: Any, gates: list[Any], m: Measurement,
+                phases: PhaseTimer, progress: Progress, label: str) -> dict[str, Any]:
+    """The receipt row of a finished measurement: status from the gates, statistics, caveats."""
+    name = runner.name
     failed = [g for g in gates if not g.passed]
     status = "invalid" if failed else "valid"
     reasons = [f"accuracy gate {g.name} failed: value {g.value}, threshold {g.threshold}"

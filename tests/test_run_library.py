@@ -33,8 +33,18 @@ def test_several_contracts_give_one_receipt_each_from_one_preparation(tmp_path: 
         assert [(x["runner"], x["case"], x["status"]) for x in r["results"]] == [
             ("torch-eager", "invoice", "valid"), ("torch-eager", "video", "valid")]
         assert all(len(x["samples_ns"]) == 30 for x in r["results"])
-    pub, io = (json.loads(o.path.read_text()) for o in outcome.all[:2])
-    # each contract's samples are its own: the public call's region is longer than model I/O
+    pub, io, dev = (json.loads(o.path.read_text()) for o in outcome.all)
+    # host-clock contracts without hooks share the calls: model I/O is read from the same stamps
+    for a, b in zip(pub["results"], io["results"]):
+        assert a["stages_ns"] == b["stages_ns"]
+        per_sample = [sum(b["stages_ns"][s][i] for s in ("h2d", "compute", "d2h"))
+                      for i in range(len(b["samples_ns"]))]
+        assert b["samples_ns"] == per_sample
+        assert all(x < y for x, y in zip(b["samples_ns"], a["samples_ns"]))
+        assert "samples shared with public_task_call_wall" in b["clock_note"]
+        assert "model_io_wall" in a["stop_reason"]
+    # a device-clock contract samples on its own (on the CPU it falls back to the host clock)
+    assert dev["results"][0]["stages_ns"] != pub["results"][0]["stages_ns"]
     for a, b in zip(pub["results"], io["results"]):
         assert b["summary"]["p50_ns"] < a["summary"]["p50_ns"]
     # validated once: the same gates in every receipt

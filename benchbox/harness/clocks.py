@@ -52,7 +52,7 @@ class DeviceEvents:
             self.hold_cycles = int(self._cycles_per_ns * max(20_000, 3 * enqueue_ns))
         self.floor_ns = self.empty_pair_ns()
 
-    def empty_pair_ns(self, n: int = 101) -> int:
+    def empty_pair_ns(self, n: int = 51) -> int:
         """Median of ``n`` empty event pairs recorded exactly as the region's pair is."""
         out = []
         for _ in range(n):
