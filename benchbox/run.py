@@ -312,6 +312,9 @@ def _run(cfg: RunConfig, progress: Progress, stop: _Stop) -> RunOutcome:
     contracts: list[Contract] = [load_contract(c) for c in (cfg.contracts or (cfg.contract,))]
     if len({c.name for c in contracts}) != len(contracts):
         raise UsageError("a contract is named twice")
+    if len({c.policy.cuda_graphs for c in contracts}) > 1:
+        raise UsageError("contracts in one run must agree on policy.cuda_graphs "
+                         "(the runners are prepared once for all of them)")
     task: Task = load_task(cfg.task, size=cfg.size, dtype=cfg.dtype, options=dict(cfg.task_options),
                            gate_overrides=dict(cfg.gates))
     cases = task.cases()
@@ -409,7 +412,8 @@ def _run(cfg: RunConfig, progress: Progress, stop: _Stop) -> RunOutcome:
         reason = _availability(name, cfg.device, opts)
         if reason is not None:
             progress(f"{name}: cannot run: {reason}; gathering build facts")
-            report = {"options": opts, **_unavailable_facts(name, cfg.device, opts, task, example, progress),
+            report = {"options": opts, **_unavailable_facts(name, cfg.device, opts, task, example, progress,
+                                                            contracts[0].policy),
                       "unavailable": reason}
             for case in cases:
                 add_rows([_row(name, case, "failed", [reason], runner_report=report)] * len(targets))
@@ -417,6 +421,7 @@ def _run(cfg: RunConfig, progress: Progress, stop: _Stop) -> RunOutcome:
         phases = PhaseTimer()
         try:
             runner = make_runner(name, cfg.device, opts)
+            runner.apply_policy(contracts[0].policy)
             progress(f"{name}: preparing")
             runner.prepare(task, task.build_model(), example, phases)
         except UsageError:
@@ -448,11 +453,13 @@ def _run(cfg: RunConfig, progress: Progress, stop: _Stop) -> RunOutcome:
 
 
 def _unavailable_facts(name: str, device: str, opts: dict[str, Any], task: Task, example: Any,
-                       progress: Progress) -> dict[str, Any]:
+                       progress: Progress, policy: Any) -> dict[str, Any]:
     """What a runner that cannot run here can still tell (build facts); never samples."""
     phases = PhaseTimer()
     try:
-        facts = make_runner(name, device, opts).gather_facts(task, example, phases)
+        runner = make_runner(name, device, opts)
+        runner.apply_policy(policy)
+        facts = runner.gather_facts(task, example, phases)
     except UsageError:
         raise
     except Exception as e:

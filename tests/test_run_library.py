@@ -70,3 +70,47 @@ def test_samples_survive_a_simulated_statistics_failure(tmp_path: Path,
     assert row["status"] == "failed" and "statistics failed" in row["reasons"][0]
     assert len(row["samples_ns"]) == 25 and len(row["stages_ns"]["compute"]) == 25
     assert not outcome.ok
+
+
+NO_GRAPHS = """name = "model_io_no_graphs"
+version = 1
+stages = ["h2d", "compute", "d2h"]
+clock = "host"
+
+[policy]
+cuda_graphs = false
+"""
+
+
+def test_contract_forbidding_cuda_graphs_switches_them_off_in_the_compiled_runner(tmp_path: Path) -> None:
+    contract = tmp_path / "c.toml"
+    contract.write_text(NO_GRAPHS)
+    outcome = run(RunConfig(contract=str(contract), runners=("torch-compile",), cases=("invoice",),
+                            samples=5, warmup=1, out=tmp_path / "r.json",
+                            runner_options={"torch-compile": {"mode": "reduce-overhead",
+                                                              "cold_warm": False}}))
+    rep = load_receipt(outcome.path)["results"][0]["runner_report"]
+    assert rep["policy_applied"] == {"cuda_graphs_allowed": False, "changed": ["triton.cudagraphs=False"]}
+    assert rep["applied_options"]["torch_compile_options"]["triton.cudagraphs"] is False
+
+
+def test_contracts_disagreeing_on_cuda_graphs_cannot_share_a_run(tmp_path: Path) -> None:
+    from benchbox.errors import UsageError
+
+    contract = tmp_path / "c.toml"
+    contract.write_text(NO_GRAPHS)
+    with pytest.raises(UsageError, match="cuda_graphs"):
+        run(RunConfig(contracts=("model_io_wall", str(contract)), out=tmp_path / "r.json"))
+
+
+def test_tensorrt_runner_drops_graph_capture_when_the_contract_forbids_it() -> None:
+    pytest.importorskip("tensorrt_rtx_bindings", reason="needs the tensorrt-rtx extra")
+    from benchbox.contracts import Policy
+    from benchbox.runners.tensorrt import TensorRTRunner
+
+    r = TensorRTRunner("cpu", {"cuda_graph": True})
+    r.apply_policy(Policy(cuda_graphs=True))
+    assert r.options["cuda_graph"] is True
+    r.apply_policy(Policy(cuda_graphs=False))
+    assert r.options["cuda_graph"] is False
+    assert r.facts["policy_applied"]["changed"] == ["cuda_graph=False"]

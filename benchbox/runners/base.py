@@ -52,6 +52,15 @@ class Runner(ABC):
         """Like ``availability``, for these runner options (e.g. a chosen backend flavour)."""
         return cls.availability(device)
 
+    def apply_policy(self, policy: Any) -> None:
+        """Honour the contract's policy before preparation (e.g. ``cuda_graphs = false``).
+
+        A runner that can replay CUDA graphs must switch them off when the policy forbids
+        them and record that in ``self.facts["policy_applied"]``; the default has none.
+        """
+        self.facts["policy_applied"] = {"cuda_graphs_allowed": policy.cuda_graphs,
+                                        "changed": []}
+
     def gather_facts(self, task: Any, example: tuple[np.ndarray, ...], phases: Phases) -> dict[str, Any]:
         """For a runner that cannot run here: the build facts it can still gather (never timings).
 

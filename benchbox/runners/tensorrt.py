@@ -442,6 +442,17 @@ class TensorRTRunner(TorchRunner):
         return self.report()
 
     # -- execution -------------------------------------------------------------------
+    def apply_policy(self, policy: Any) -> None:
+        """A contract with ``cuda_graphs = false`` turns CUDA graph capture off."""
+        super().apply_policy(policy)
+        if not policy.cuda_graphs:
+            if self.options["cuda_graph"]:
+                self.options["cuda_graph"] = False
+                self.facts["policy_applied"]["changed"].append("cuda_graph=False")
+            if self.options["cuda_graph_strategy"] != "disabled":
+                self.options["cuda_graph_strategy"] = "disabled"
+                self.facts["policy_applied"]["changed"].append("cuda_graph_strategy=disabled")
+
     def prepare(self, task: Any, model: Any, example: tuple[np.ndarray, ...], phases: Phases) -> None:
         if not self._usable_gpu:
             raise RuntimeError(self.availability_for(self.device, self.options) or NEEDS_CUDA)

@@ -158,6 +158,13 @@ class TorchCompileRunner(TorchRunner):
         self._cache_dir = ""
         self._after: tuple[dict[str, Any], set[int]] = ({}, set())
 
+    def apply_policy(self, policy: Any) -> None:
+        """A contract with ``cuda_graphs = false`` turns inductor's CUDA graphs off."""
+        super().apply_policy(policy)
+        if not policy.cuda_graphs and self.applied_config.get("triton.cudagraphs", False):
+            self.inductor_options["triton.cudagraphs"] = False
+            self.facts["policy_applied"]["changed"].append("triton.cudagraphs=False")
+
     @property
     def applied_config(self) -> dict[str, Any]:
         """The inductor options torch.compile receives: the mode's, then the user's."""
