@@ -209,8 +209,8 @@ def show(receipts: tuple[Path, ...]) -> None:
               help="Relative change that counts, in percent (5 or 5%).")
 @click.option("--metric", type=click.Choice(["p50", "p99", "both"]), default="p50", show_default=True)
 @click.option("--accept", multiple=True,
-              help="Compare rows despite this kind of difference: device, model, options, fallbacks "
-                   "(repeatable).")
+              help="Compare rows despite this kind of difference: device, model, options, fallbacks, "
+                   "incomplete (a receipt of an unfinished run) (repeatable).")
 @click.option("--alpha", default=0.05, show_default=True, type=float,
               help="Family-wise error rate (Holm across rows).")
 @click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table",

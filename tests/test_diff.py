@@ -370,3 +370,19 @@ def test_holm_across_rows_keeps_false_alarms_down() -> None:
         raw_alarm += min(ps) < 0.05
         holm_alarm += min(stats.holm(ps)) < 0.05
     assert holm_alarm <= 6 and raw_alarm >= 25
+
+
+def test_an_incomplete_receipt_is_refused_unless_accepted(eager_receipt_path: Path, tmp_path: Path) -> None:
+    """A crashed or interrupted HEAD run must not pass CI as 'rows removed'."""
+    r = json.loads(eager_receipt_path.read_text())
+    r["results"] = r["results"][:1]
+    r.update(complete=False, interrupted=True, interrupt_reason="SIGINT after 1 result(s)")
+    head = tmp_path / "head.json"
+    head.write_text(json.dumps(r))
+    p = subprocess.run([sys.executable, "-m", "benchbox", "diff", str(eager_receipt_path), str(head)],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1
+    assert f"{head} is an incomplete receipt (SIGINT after 1 result(s))" in p.stderr
+    p = subprocess.run([sys.executable, "-m", "benchbox", "diff", str(eager_receipt_path), str(head),
+                        "--accept", "incomplete"], capture_output=True, text=True)
+    assert p.returncode in (0, 1) and "removed" in p.stdout

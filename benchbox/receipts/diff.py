@@ -18,11 +18,11 @@ from benchbox.errors import UsageError
 
 VERDICTS = ("slower", "faster", "unchanged", "unresolved", "invalid", "new", "removed", "not comparable")
 #: Kinds of difference that make a row not comparable unless accepted with ``--accept``.
-ACCEPT_KINDS = ("device", "model", "options", "fallbacks")
+ACCEPT_KINDS = ("device", "model", "options", "fallbacks", "incomplete")
 METRICS = ("p50", "p99", "both")
 QUANT = {"p50": 0.5, "p99": 0.99}
 #: A median difference under this multiple of the harness floor is unresolved.
-FLOOR_MULTIPLE = float(getattr(stats, "FLOOR_MULTIPLE", 3.0))
+FLOOR_MULTIPLE = float(stats.FLOOR_MULTIPLE)
 #: Stages named in an explanation at most.
 EXPLAIN_STAGES = 3
 
@@ -242,32 +242,15 @@ def _incomparable(kinds: dict[str, str], accept: frozenset[str]) -> tuple[list[s
 # -- floors -----------------------------------------------------------------------
 
 def _floor(receipt: dict[str, Any], clock_used: str) -> float | None:
-    """The harness floor for a row: calibration floors if recorded, else its direct numbers."""
-    cal = receipt.get("calibration") if isinstance(receipt.get("calibration"), dict) else None
-    floor_for = getattr(stats, "floor_for", None)
-    if cal and floor_for is not None:
-        v = floor_for(cal, clock_used)
-        if v is not None:
-            return float(v)
-    if not cal:
-        return None
-    nums = []
-    for key in ("empty_call", "empty_call_ns", "region_p50_ns", "call_p50_ns"):
-        v = cal.get(key)
-        if isinstance(v, dict):
-            v = v.get("p50_ns")
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            nums.append(float(v))
-    return max(nums) if nums else None
+    """The harness floor recorded in the receipt's calibration for this clock, if any."""
+    cal = receipt.get("calibration")
+    v = stats.floor_for(cal, clock_used) if isinstance(cal, dict) else None
+    return float(v) if v is not None else None
 
 
 def _resolvable(delta: float, floor: float | None, multiple: float) -> bool:
-    if floor is None:
-        return True  # no floor recorded: nothing to hold the difference against
-    fr = getattr(stats, "floor_resolvable", None)
-    if fr is not None:
-        return bool(fr(delta, floor, multiple))
-    return abs(delta) >= multiple * floor
+    """The same rule as the run's comparisons: no floor recorded means unresolvable."""
+    return bool(stats.floor_resolvable(delta, floor, multiple))
 
 
 # -- the statistics of one row ----------------------------------------------------------
@@ -391,6 +374,12 @@ def diff_receipts(base: dict[str, Any], head: dict[str, Any], options: DiffOptio
     """Compare two loaded receipts; raise ComparisonRefused for different contracts."""
     opts = options or DiffOptions()
     check_contracts(base, head)
+    if "incomplete" not in opts.accept:
+        for name, r in ((base_name, base), (head_name, head)):
+            if r.get("complete") is False:
+                why = r.get("interrupt_reason") or "the run did not finish"
+                raise ComparisonRefused(f"{name} is an incomplete receipt ({why}): rows it lacks would "
+                                        "read as removed; rerun it, or pass --accept incomplete")
     ib, ih = _index(base, base_name), _index(head, head_name)
     notes: list[str] = []
 
