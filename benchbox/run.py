@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import re
 import signal
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -122,7 +124,7 @@ def _validate_config(cfg: RunConfig) -> None:
     sampling_policy(cfg)
     if cfg.dtype not in ("float32", "float16", "bfloat16"):
         raise UsageError(f"unknown dtype '{cfg.dtype}' (float32, float16, bfloat16)")
-    if not (cfg.device == "cpu" or cfg.device.startswith("cuda")):
+    if not re.fullmatch(r"cpu|cuda(:\d+)?", cfg.device):
         raise UsageError(f"unknown device '{cfg.device}' (cpu, cuda, cuda:N)")
 
 
@@ -241,14 +243,27 @@ class _Stop:
 
     def __init__(self) -> None:
         self.requested = False
+        self.immediate = False
         self.targets: list[tuple[Path, dict[str, Any]]] = []
         self._previous: Any = None
         self._installed = False
 
     def _handler(self, signum: int, frame: Any) -> None:
-        if self.requested:
+        if self.requested or self.immediate:
+            self.requested = True  # also if a library turns the KeyboardInterrupt into its own error
             raise KeyboardInterrupt
         self.requested = True
+
+    @contextmanager
+    def preparing(self) -> Iterator[None]:
+        """No sample is in progress (build, compile, calibration): SIGINT stops at once."""
+        if self.requested:
+            raise self.interrupted("SIGINT")
+        self.immediate = True
+        try:
+            yield
+        finally:
+            self.immediate = False
 
     def install(self) -> None:
         if threading.current_thread() is threading.main_thread():
@@ -302,7 +317,7 @@ def run(cfg: RunConfig, progress: Progress = lambda s: None) -> RunOutcome:
     try:
         return _run(cfg, progress, stop)
     except KeyboardInterrupt:
-        raise stop.interrupted("SIGINT, twice") from None
+        raise stop.interrupted("SIGINT") from None
     finally:
         stop.restore()
 
@@ -380,8 +395,10 @@ def _run(cfg: RunConfig, progress: Progress, stop: _Stop) -> RunOutcome:
     progress("calibrating the harness floors")
     for contract, receipt in zip(contracts, receipts):
         try:
-            receipt["calibration"] = calibrate(contract, cfg.device)
+            with stop.preparing():
+                receipt["calibration"] = calibrate(contract, cfg.device)
         except Exception as e:  # e.g. a device that is not here: the runners report it per row
+            stop.check()
             progress(f"calibration failed: {_error_line(e)}")
             receipt["calibration"] = {"error": _error_line(e)}
 
@@ -396,7 +413,6 @@ def _run(cfg: RunConfig, progress: Progress, stop: _Stop) -> RunOutcome:
     harness = harnesses[0]
     ref_runner = make_runner("torch-eager", "cpu")
     references: dict[str, CallTrace] = {}
-    example = None
     ref_runner.prepare(ref_task, ref_model, task.preprocess(task.parse(cases[0].request)), PhaseTimer())
     for case in cases:
         try:
@@ -423,10 +439,12 @@ def _run(cfg: RunConfig, progress: Progress, stop: _Stop) -> RunOutcome:
             runner = make_runner(name, cfg.device, opts)
             runner.apply_policy(contracts[0].policy)
             progress(f"{name}: preparing")
-            runner.prepare(task, task.build_model(), example, phases)
+            with stop.preparing():
+                runner.prepare(task, task.build_model(), example, phases)
         except UsageError:
             raise
         except Exception as e:
+            stop.check()  # a SIGINT during preparation may come back as the library's own error
             progress(f"{name}: preparation failed: {_error_line(e)}")
             report = {"options": opts, "prepare_s": phases.seconds, "error": _error_line(e),
                       "traceback": traceback.format_exc(limit=8)}

@@ -114,3 +114,30 @@ def test_tensorrt_runner_drops_graph_capture_when_the_contract_forbids_it() -> N
     r.apply_policy(Policy(cuda_graphs=False))
     assert r.options["cuda_graph"] is False
     assert r.facts["policy_applied"]["changed"] == ["cuda_graph=False"]
+
+
+def test_sigint_during_compilation_stops_at_once_and_keeps_finished_rows(tmp_path: Path) -> None:
+    """No sample is in progress while a runner compiles, so one SIGINT ends the run there."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "r.json"
+    p = subprocess.Popen([sys.executable, "-m", "benchbox", "run", "--runner", "torch-eager",
+                          "--runner", "torch-compile", "--case", "invoice", "--samples", "20",
+                          "--warmup", "1", "--out", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stderr is not None
+    for line in p.stderr:
+        if "torch-compile: preparing" in line:
+            break
+    time.sleep(2.0)  # inside torch.compile by now (it takes tens of seconds here)
+    sent = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err[-2000:]
+    assert time.monotonic() - sent < 30
+    r = load_receipt(out)
+    assert r["complete"] is False and r["interrupted"] is True
+    assert [(x["runner"], x["status"]) for x in r["results"]] == [("torch-eager", "valid")]
