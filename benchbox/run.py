@@ -348,6 +348,20 @@ def _run(cfg: RunConfig, progress: Progress, stop: _Stop) -> RunOutcome:
             raise UsageError(f"unknown case '{unknown[0]}' for task {task.name} (cases: {', '.join(names)})")
         cases = [c for c in cases if c.name in cfg.cases]
     outs = out_paths(cfg.out, [c.name for c in contracts])
+    if cfg.baseline is not None and cfg.baseline not in cfg.runners:
+        raise UsageError(f"--baseline {cfg.baseline!r} is not one of the runners of this run "
+                         f"({', '.join(cfg.runners)})")
+    unknown_gates = sorted(set(cfg.gates) - set(task.default_gates()))
+    if unknown_gates:
+        raise UsageError(f"--gate {unknown_gates[0]!r}: task {task.name} has the gates "
+                         f"{', '.join(sorted(task.default_gates()))}")
+    for g, v in cfg.gates.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise UsageError(f"--gate {g}={v!r}: the threshold must be a number")
+    unsupported = [c.name for c in contracts if c.policy.state != "warm" or not c.policy.fresh_request]
+    if unsupported:
+        raise UsageError(f"contract {unsupported[0]}: the harness measures warm calls from fresh request "
+                         "bytes only (policy.state = \"warm\", policy.fresh_request = true)")
     baseline = cfg.baseline or ("torch-compile" if "torch-compile" in cfg.runners else cfg.runners[0])
 
     import torch  # (the runners need it; import before the environment is read)

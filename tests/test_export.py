@@ -107,3 +107,13 @@ def test_export_into_a_missing_folder_is_one_line(pair: tuple[Path, Path], tmp_p
                                   str(tmp_path / "no" / "x.csv")])
     assert r.exit_code == 2
     assert "does not exist" in r.output and len(r.output.strip().splitlines()) == 1
+
+
+def test_export_to_an_unwritable_place_is_one_line_exit_2(eager_receipt_path: Path) -> None:
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "benchbox", "export", str(eager_receipt_path),
+                        "--format", "csv", "-o", "/proc/benchbox-export.csv"], capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "cannot write" in r.stderr and "unexpected" not in r.stderr

@@ -141,3 +141,29 @@ def test_sigint_during_compilation_stops_at_once_and_keeps_finished_rows(tmp_pat
     r = load_receipt(out)
     assert r["complete"] is False and r["interrupted"] is True
     assert [(x["runner"], x["status"]) for x in r["results"]] == [("torch-eager", "valid")]
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--baseline", "nosuch"], "--baseline 'nosuch' is not one of the runners"),
+    (["--gate", "logit_error=1"], "--gate 'logit_error'"),
+    (["--gate", "prob_max_abs=abc"], "the threshold must be a number"),
+    (["--device", "cuda:x"], "unknown device 'cuda:x'"),
+])
+def test_run_refuses_bad_options_with_one_line(tmp_path: Path, args: list[str], needle: str) -> None:
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "benchbox", "run", "--runner", "torch-eager", *args,
+                        "--out", str(tmp_path / "r.json")], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert needle in r.stderr
+
+
+def test_contracts_the_harness_cannot_honour_are_refused(tmp_path: Path) -> None:
+    from benchbox.errors import UsageError
+
+    for policy in ('state = "first_call"', "fresh_request = false"):
+        f = tmp_path / "c.toml"
+        f.write_text(f'name = "c"\nversion = 1\nstages = ["compute"]\nclock = "host"\n[policy]\n{policy}\n')
+        with pytest.raises(UsageError, match="warm calls from fresh request bytes only"):
+            run(RunConfig(contract=str(f), runners=("torch-eager",), out=tmp_path / "r.json"))

@@ -91,10 +91,13 @@ def export_receipt(receipt: dict[str, Any], fmt: str, out: str | Path) -> Path:
     out = Path(out)
     if out.parent and not out.parent.is_dir():
         raise UsageError(f"{out}: folder {out.parent} does not exist")
-    if fmt == "pyperf":
-        to_pyperf(receipt).dump(str(out), compact=False, replace=True)
-    elif fmt == "csv":
-        to_frame(receipt).write_csv(out)
-    else:
-        to_frame(receipt).write_parquet(out)
+    try:
+        if fmt == "pyperf":
+            to_pyperf(receipt).dump(str(out), compact=False, replace=True)
+        elif fmt == "csv":
+            to_frame(receipt).write_csv(out)
+        else:
+            to_frame(receipt).write_parquet(out)
+    except OSError as e:
+        raise UsageError(f"{out}: cannot write: {e.strerror or e}") from None
     return out
