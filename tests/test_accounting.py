@@ -161,3 +161,48 @@ def test_slow_serialize_lands_only_in_contracts_that_time_it(runner_name: str) -
             p50[contract_name, label] = float(np.median(m.samples_ns))
     assert p50["public_task_call_wall", "slow"] - p50["public_task_call_wall", "fast"] >= 20e6, p50
     assert abs(p50["model_io_wall", "slow"] - p50["model_io_wall", "fast"]) < 1e6, p50
+
+
+class RunnerWithMockStream:
+    """Mocks what cannot exist here, a device stream: synchronize() only logs itself."""
+
+    name = "mock-stream"
+
+    def __init__(self, log: list[tuple[str, int]]) -> None:
+        self.log = log
+        self.stream = object()
+
+    def synchronize(self) -> None:
+        self.log.append(("sync", len(self.log)))
+
+    def h2d(self, host: Any) -> Any:
+        self.log.append(("h2d", len(self.log)))
+        return host
+
+    def compute(self, x: Any) -> Any:
+        self.log.append(("compute", len(self.log)))
+        return x
+
+    def d2h(self, y: Any) -> Any:
+        self.log.append(("d2h", len(self.log)))
+        return {"y": y[0]}
+
+
+def test_sync_at_close_runs_inside_the_region_just_before_the_closing_stamp_with_a_mock_stream() -> None:
+    from benchbox.contracts import contract_from_dict
+
+    contract = contract_from_dict({"name": "enqueue_synced", "version": 1, "stages": ["h2d", "compute"],
+                                   "clock": "host", "policy": {"sync_at_close": "stream"}})
+    log: list[tuple[str, int]] = []
+    task = LightTask()
+    _trace(task, TASK_STAGES, log)
+    runner = RunnerWithMockStream(log)
+    Harness(contract, clock=TracingClock(log)).measure(task, runner, task.cases()[0].request,
+                                                       samples=2, warmup=1)
+    reads = [i for i, (kind, _) in enumerate(log) if kind == "clock"]
+    for k in range(1, 3):  # the two samples after the warm-up call
+        g = reads[9 * k: 9 * (k + 1)]
+        inside = [name for name, _ in log[g[2] + 1: g[4]] if name != "clock"]
+        assert inside == ["h2d", "compute", "sync"]
+        after = [name for name, _ in log[g[4] + 1: g[5]] if name != "clock"]
+        assert after == ["d2h"]
