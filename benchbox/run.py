@@ -103,11 +103,10 @@ def default_out() -> Path:
 def model_facts(model: Any) -> dict[str, Any]:
     """Parameter count and a hash of the weights."""
     h = hashlib.sha256()
-    n = 0
     for name, t in sorted(model.state_dict().items()):
         h.update(name.encode())
         h.update(t.detach().float().cpu().contiguous().numpy().tobytes())
-        n += t.numel() if name in dict(model.named_parameters()) else 0
+    n = sum(p.numel() for p in model.parameters())
     return {"parameters": int(n), "model_sha256": h.hexdigest()}
 
 
