@@ -381,18 +381,6 @@ def ratio_ci(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, q
     return float(lo), float(hi)
 
 
-def min_n_for_quantile_interval(q: float, level: float = 0.95) -> int:
-    """Fewest samples for a two-sided equal-tailed order-statistic interval of the q-quantile.
-
-    For q = 0.99 at 95% this is 368: below it even the sample maximum is not an
-    upper bound at 97.5% confidence, so a p99 cannot be judged.
-    """
-    import math
-
-    tail = max(q, 1.0 - q)
-    return int(math.ceil(math.log((1.0 - level) / 2) / math.log(tail)))
-
-
 def tail_test(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray,
               q: float = 0.99) -> tuple[float, int, int, float]:
     """Exceedance test for a tail change: Fisher's exact test on counts above the pooled q-quantile.

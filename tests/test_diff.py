@@ -358,7 +358,7 @@ def test_brunner_munzel_degenerate_inputs() -> None:
 
 
 def test_min_n_for_p99_is_368() -> None:
-    assert stats.min_n_for_quantile_interval(0.99, 0.95) == 368
+    assert stats.min_n_for_ci(0.99, 0.95) == 368
 
 
 def test_holm_across_rows_keeps_false_alarms_down() -> None:

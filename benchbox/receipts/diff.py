@@ -279,7 +279,7 @@ def _measure(p: _Pending, opts: DiffOptions) -> None:
         d: dict[str, Any] = {"metric": m, "base_ns": qa, "head_ns": qb, "ratio": ratio,
                              "ci": None, "p_value": None, "reason": ""}
         if m == "p99":
-            need = stats.min_n_for_quantile_interval(q, opts.level)
+            need = stats.min_n_for_ci(q, opts.level)
             if min(len(p.a), len(p.b)) < need:
                 d["reason"] = (f"p99 needs ≥ {need} samples per side for a two-sided "
                                f"{opts.level:.0%} interval (have {len(p.a)}/{len(p.b)})")
