@@ -357,10 +357,12 @@ def _run(cfg: RunConfig, progress: Progress, stop: _Stop) -> RunOutcome:
     for g, v in cfg.gates.items():
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise UsageError(f"--gate {g}={v!r}: the threshold must be a number")
-    unsupported = [c.name for c in contracts if c.policy.state != "warm" or not c.policy.fresh_request]
+    unsupported = [c.name for c in contracts if c.policy.state != "warm"
+                   or not (c.policy.fresh_request or c.policy.saturated)]
     if unsupported:
         raise UsageError(f"contract {unsupported[0]}: the harness measures warm calls from fresh request "
-                         "bytes only (policy.state = \"warm\", policy.fresh_request = true)")
+                         "bytes only (policy.state = \"warm\", policy.fresh_request = true), or one "
+                         "request re-run back to back under policy.saturated = true")
     baseline = cfg.baseline or ("torch-compile" if "torch-compile" in cfg.runners else cfg.runners[0])
 
     import torch  # (the runners need it; import before the environment is read)
@@ -631,7 +633,8 @@ def _measure_interleaved(harnesses: list[Harness], task: Task, runner: Any, case
             shared = [h.contract.name for j, h in enumerate(harnesses) if lead_of[j] == lead and j != i]
             if harnesses[lead].contract.clock == "device":
                 m.stop_reason = (f"fixed sample count {len(m.samples_ns)} reached in one pass (a device "
-                                 "clock's hold and floor are measured once per pass, so it is not split)")
+                                 "clock's calibration — hold, floor, batch — is measured once per pass, "
+                                 "so it is not split)")
             else:
                 m.stop_reason = (f"fixed sample count {len(m.samples_ns)} reached in {rounds} round(s) of "
                                  f"≤ {ROUND_SAMPLES}, interleaved with the other contracts of this run"

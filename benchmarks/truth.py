@@ -5,7 +5,8 @@ For three single-kernel workloads (see kernel_task.py) this measures, in one pro
   events        a hand-written CUDA-event loop (plain event pair per call)
   bench.Timer   torch.utils.benchmark.Timer.blocked_autorange (host wall per call)
   do_bench      triton.testing.do_bench, median
-  benchbox      device_compute (stream held), device_span (plain events), model_io_wall
+  benchbox      device_compute (stream held), device_span (plain events), device_throughput
+                (saturated: back-to-back batches), model_io_wall
 and, for the matmul, benchbox's torch-compile runner against a hand-written loop over the
 same compiled callable. It also measures the harness's host-clock overhead against a bare
 loop timing the same (null) region. Results go to $OUT/truth.json (or --out) and a table.
@@ -195,6 +196,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "truth.json"))
     ap.add_argument("--samples", type=int, default=400)
+    ap.add_argument("--compile-models", default="kernel_matmul,decision_small",
+                    help="comma-separated: which models the compile-runner comparison compiles")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = True
     res: dict[str, Any] = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
@@ -226,7 +229,7 @@ def main() -> None:
         w["event_loop_held_ns"] = event_loop_ns(f, args.samples, hold_cycles=int(cpn * 200_000))
         w["torch_timer_ns"] = timer_ns(f)
         w["do_bench_ns"] = do_bench_ns(f)
-        for contract in ("device_compute", RAW.name, "device_span", "model_io_wall"):
+        for contract in ("device_compute", RAW.name, "device_span", "device_throughput", "model_io_wall"):
             spin(f, 0.5)
             w[f"benchbox_{contract}"] = benchbox_ns(task, runner, contract, args.samples)
         spin(f, 0.5)
@@ -237,8 +240,14 @@ def main() -> None:
 
     # the torch-compile runner against a hand-written loop over the same compiled callable
     res["compile_runner"] = {}
-    for label, task in (("kernel_matmul", KernelTask(size="matmul")),
-                        ("decision_small", load_task("decision", size="small"))):
+    models = {"kernel_matmul": lambda: KernelTask(size="matmul"),
+              "decision_small": lambda: load_task("decision", size="small")}
+    chosen = [m for m in args.compile_models.split(",") if m]
+    unknown = [m for m in chosen if m not in models]
+    if unknown:
+        sys.exit(f"--compile-models: unknown {unknown[0]!r} (choose from {', '.join(models)})")
+    for label in chosen:
+        task = models[label]()
         res["compile_runner"][label] = compile_vs_hand(task, args.samples, cpn)
         print("compile", label, json.dumps(res["compile_runner"][label]), flush=True)
     res["harness_overhead"] = harness_overhead()
@@ -249,12 +258,13 @@ def main() -> None:
 
 def table(res: dict[str, Any]) -> None:
     us = lambda v: f"{v / 1e3:9.2f}" if isinstance(v, (int, float)) else "      n/a"  # noqa: E731
-    print(f"\n{'workload':<8} {'truth':>9} {'bb dev_c':>9} {'bb raw':>9} {'bb span':>9} {'events':>9} "
-          f"{'ev held':>9} {'Timer':>9} {'do_bench':>9} {'bb io':>9}   (µs)")
+    print(f"\n{'workload':<8} {'truth':>9} {'bb dev_c':>9} {'bb raw':>9} {'bb span':>9} {'bb thru':>9} "
+          f"{'events':>9} {'ev held':>9} {'Timer':>9} {'do_bench':>9} {'bb io':>9}   (µs)")
     for size, w in res["workloads"].items():
         print(f"{size:<8} {us(w['ground_truth_graph_ns'])} {us(w['benchbox_device_compute']['p50_ns'])} "
               f"{us(w['benchbox_device_compute_raw']['p50_ns'])} "
-              f"{us(w['benchbox_device_span']['p50_ns'])} {us(w['event_loop_plain_ns'])} "
+              f"{us(w['benchbox_device_span']['p50_ns'])} "
+              f"{us(w.get('benchbox_device_throughput', {}).get('p50_ns'))} {us(w['event_loop_plain_ns'])} "
               f"{us(w['event_loop_held_ns'])} {us(w['torch_timer_ns'])} {us(w['do_bench_ns'])} "
               f"{us(w['benchbox_model_io_wall']['p50_ns'])}")
 

@@ -46,6 +46,13 @@ class Policy:
     hold_stream: bool = False
     #: device clock: "subtract" removes the median empty event pair (measured the same way)
     event_floor: str = "keep"
+    #: the region of one request re-run back to back with the device kept busy; each sample is
+    #: one batch of calls between consecutive clock reads, divided by the batch size
+    saturated: bool = False
+
+
+#: Policy fields that enter a contract's canonical form (and hash) only when not at their default.
+_LATER_POLICY_FIELDS = ("saturated",)
 
 
 @dataclass(frozen=True)
@@ -78,12 +85,18 @@ class Contract:
 
     def canonical(self) -> dict[str, Any]:
         """The fields that define the meaning of a number (description and source excluded)."""
+        policy = asdict(self.policy)
+        # fields added after version 1 of the format enter the hash only when set, so the
+        # contracts declared before them keep their hashes (and their receipts stay comparable)
+        for key in _LATER_POLICY_FIELDS:
+            if policy[key] == getattr(Policy, key):
+                del policy[key]
         return {
             "name": self.name,
             "version": self.version,
             "stages": list(self.stages),
             "clock": self.clock,
-            "policy": asdict(self.policy),
+            "policy": policy,
         }
 
     @property
@@ -197,6 +210,16 @@ def contract_from_dict(data: Any, where: str = "contract", source: str = "builti
         raise UsageError(f"{where}: policy.event_floor applies only to the device clock")
     if policy.hold_stream and clock != "device":
         raise UsageError(f"{where}: policy.hold_stream applies only to the device clock")
+    if policy.saturated:
+        if clock != "device" or list(stages) != ["compute"]:
+            raise UsageError(f"{where}: policy.saturated needs clock = \"device\" and stages = "
+                             "[\"compute\"] (only compute can be re-run back to back)")
+        if policy.fresh_request:
+            raise UsageError(f"{where}: policy.saturated re-runs one request's inputs; declare "
+                             "policy.fresh_request = false")
+        if policy.hold_stream or policy.sync_at_close != "none" or policy.state != "warm":
+            raise UsageError(f"{where}: policy.saturated keeps the device busy: it needs "
+                             "hold_stream = false, sync_at_close = \"none\" and state = \"warm\"")
     return Contract(name=name, version=version, description=description,
                     stages=tuple(stages), clock=clock, policy=policy, source=source)
 

@@ -88,3 +88,44 @@ class DeviceEvents:
         """The last pair's elapsed time, less the floor where the contract says so (≥ 0)."""
         raw = self._raw_ns()
         return max(0, raw - self.floor_ns) if self.subtract_floor else raw
+
+
+class HostMarks:
+    """Clock reads between batches of calls on a runner without a device stream (calls are synchronous)."""
+
+    name = "host clock reads"
+
+    def __init__(self, clock: HostClock) -> None:
+        self.clock = clock
+
+    def mark(self) -> int:
+        return self.clock()
+
+    def wait(self, mark: int) -> None:
+        pass
+
+    def elapsed_ns(self, a: int, b: int) -> int:
+        return b - a
+
+
+class EventMarks:
+    """Device events recorded on a runner's stream between batches of calls (CUDA via torch)."""
+
+    name = "device events"
+
+    def __init__(self, stream: Any) -> None:
+        import torch
+
+        self._event = torch.cuda.Event
+        self.stream = stream
+
+    def mark(self) -> Any:
+        e = self._event(enable_timing=True)
+        e.record(self.stream)
+        return e
+
+    def wait(self, mark: Any) -> None:
+        mark.synchronize()
+
+    def elapsed_ns(self, a: Any, b: Any) -> int:
+        return int(round(a.elapsed_time(b) * 1e6))
