@@ -24,7 +24,7 @@ def fallback_summary(fallbacks: list[dict[str, Any]]) -> str:
         kind = str(f.get("kind", "other"))
         if kind == "aten_fallback" and not f.get("calls", 1):
             continue  # forced, but absent from the generated code
-        n = int(f.get("count", 1)) if kind in ("graph_break", "cudagraph_skip") else 1
+        n = int(f.get("count", 1)) if kind in ("graph_break", "cudagraph_skip", "autotune_choice") else 1
         counts[kind] = counts.get(kind, 0) + n
     forced = sorted({str(f["requested"]) for f in fallbacks
                      if f.get("kind") == "aten_fallback" and f.get("requested") and f.get("calls")})

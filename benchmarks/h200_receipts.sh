@@ -2,11 +2,12 @@
 # The baseline receipts under receipts/: one device call on an H200 (see BENCHMARKS.md).
 # Each size runs every built-in contract in one process (runners prepared once); tiny first,
 # so the short run is done before the long one's cold max-autotune compile.
-# Usage: OUT=dir bash benchmarks/h200_receipts.sh      (TINY_S, LARGE_S: time limits in s)
+# Usage: OUT=dir bash benchmarks/h200_receipts.sh      (TINY_S, LARGE_S: time limits in s;
+#        CONTRACTS="a b": only these contracts, default every built-in one)
 set -u
 OUT=${OUT:-.}
 contracts=()
-for c in $(python3 -c "from benchbox.contracts import builtin_names; print(*builtin_names())"); do
+for c in ${CONTRACTS:-$(python3 -c "from benchbox.contracts import builtin_names; print(*builtin_names())")}; do
   contracts+=(--contract "$c")
 done
 common=(--device cuda --runner torch-eager --runner torch-compile --runner tensorrt "${contracts[@]}"

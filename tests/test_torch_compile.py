@@ -202,3 +202,23 @@ def test_autotune_feedback_recorded_with_stand_in_choices_as_no_gemm_autotuning_
     assert picks[0]["chosen"] == "triton_mm_3 (BLOCK_M=64)" and picks[0]["chosen_kind"] == "triton_template"
     assert [a["kind"] for a in picks[0]["alternatives"]] == ["triton_template", "aten"]
     assert fallback_summary(picks) == "1 autotune pick"
+
+
+def test_autotune_picks_repeated_at_every_call_site_are_grouped_with_their_count() -> None:
+    from benchbox.runners.compile_report import group_autotune
+
+    def pick(n: int, config: str, ms: float, shapes: list[list[str]]) -> dict:
+        return {"op": "addmm", "input_shapes": shapes, "chosen": f"triton_mm_{n} ({config})",
+                "chosen_kind": "triton_template", "chosen_ms": ms, "n_choices": 20,
+                "alternatives": [{"kernel": f"k{i}", "kind": "aten", "ms": ms + i} for i in range(20)]}
+
+    a, b = [["64", "64"]], [["128", "64"]]
+    picks = [pick(3, "BLOCK_M=64", 0.03, a), pick(9, "BLOCK_M=64", 0.01, a), pick(15, "BLOCK_M=64", 0.02, a),
+             pick(21, "BLOCK_M=128", 0.02, a), pick(27, "BLOCK_M=64", 0.05, b)]
+    groups = group_autotune(picks)
+    assert [(g["chosen"], g["count"]) for g in groups] == [
+        ("triton_mm_3 (BLOCK_M=64)", 3), ("triton_mm_21 (BLOCK_M=128)", 1), ("triton_mm_27 (BLOCK_M=64)", 1)]
+    assert groups[0]["chosen_ms"] == 0.02 and groups[0]["chosen_ms_range"] == [0.01, 0.03]
+    assert len(groups[0]["alternatives"]) == 5
+    entries = [{"kind": "autotune_choice", **g} for g in groups]
+    assert fallback_summary(entries) == "5 autotune picks"

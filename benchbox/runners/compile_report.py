@@ -18,6 +18,7 @@ the runner report.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import re
@@ -267,12 +268,40 @@ def aten_entries(record: PhaseRecord, forced: dict[str, list[str]],
     return out
 
 
+_KERNEL_NUMBER = re.compile(r"^[A-Za-z_]+?_\d+ ")
+
+
+def group_autotune(picks: list[dict[str, Any]], top: int = 5) -> list[dict[str, Any]]:
+    """One entry per distinct decision: (op, input shapes, chosen kind, chosen config).
+
+    Inductor tunes every call site, so a 24-layer model makes the same pick 24 times
+    under different kernel numbers. An entry keeps the first site's pick and its ``top``
+    fastest alternatives, and adds ``count`` (sites) and the chosen time's range.
+    """
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for a in picks:
+        key = (str(a["op"]), json.dumps(a.get("input_shapes")), str(a["chosen_kind"]),
+               _KERNEL_NUMBER.sub("", str(a["chosen"])))
+        groups.setdefault(key, []).append(a)
+    out = []
+    for same in groups.values():
+        first, times = same[0], sorted(float(a["chosen_ms"]) for a in same)
+        out.append({"op": first["op"], "input_shapes": first.get("input_shapes"),
+                    "chosen": first["chosen"], "chosen_kind": first["chosen_kind"],
+                    "chosen_ms": times[len(times) // 2], "chosen_ms_range": [times[0], times[-1]],
+                    "count": sum(int(a.get("count", 1)) for a in same),
+                    "alternatives": list(first.get("alternatives", []))[:top],
+                    "n_choices": first.get("n_choices")})
+    return out
+
+
 def _autotune_entries(record: PhaseRecord, phase: str) -> list[dict[str, Any]]:
     return [{"kind": "autotune_choice", **a, "phase": phase,
              "detail": f"{a['op']}: {a['chosen']} [{a['chosen_kind']}] "
-                       f"{a['chosen_ms']:.4f} ms of {a['n_choices']} choices",
+                       f"{a['chosen_ms']:.4f} ms of {a['n_choices']} choices"
+                       + (f", picked at {a['count']} call sites" if a["count"] > 1 else ""),
              "source": "torch._inductor.select_algorithm feedback saver"}
-            for a in record.autotune]
+            for a in group_autotune(record.autotune)]
 
 
 def _cudagraph_entries(record: PhaseRecord, phase: str, device: str) -> list[dict[str, Any]]:
