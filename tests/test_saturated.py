@@ -173,3 +173,16 @@ def test_device_throughput_runs_beside_a_per_call_contract_on_the_cpu(tmp_path: 
     assert row["clock_note"].startswith("saturated:") and row["clock_used"] == "host"
     assert len(row["stages_ns"]["compute"]) == 20 and row["stages_ns"]["parse"] == []
     assert len(io["results"][0]["stages_ns"]["parse"]) == 20
+    # the calibration ran (a saturated contract's floor is taken per call, from the null task)
+    assert "error" not in sat["calibration"], sat["calibration"]
+    assert sat["calibration"]["floors"]["host"] > 0
+    assert sat["comparisons"]["rows"] == [] or all(
+        "no floor" not in c["p50_verdict"] for c in sat["comparisons"]["rows"])
+
+
+def test_calibration_of_a_saturated_contract_measures_the_null_call_per_call() -> None:
+    from benchbox.harness.calibration import calibrate
+
+    cal = calibrate(load_contract("device_throughput"), "cpu")
+    assert cal["floors"]["host"] > 0 and cal["floors"]["device"] is None
+    assert cal["empty_call_samples"] == 2_000 and cal["call_p50_ns"] >= cal["region_p50_ns"]

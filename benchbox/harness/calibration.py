@@ -74,7 +74,8 @@ def empty_call_ns(contract: Contract, clock: HostClock = host_clock, n: int = 2_
     from benchbox.harness.loop import Harness
 
     host_contract = contract if contract.clock == "host" else dataclasses.replace(
-        contract, clock="host", policy=dataclasses.replace(contract.policy, hold_stream=False))
+        contract, clock="host", policy=dataclasses.replace(contract.policy, hold_stream=False,
+                                                           saturated=False, fresh_request=True))
     m = Harness(host_contract, clock).measure(NullTask(), NullRunner(), b"{}", samples=n, warmup=100)
     region = np.asarray(m.samples_ns, dtype=np.int64)
     full = np.sum([np.asarray(v, dtype=np.int64) for v in m.stages_ns.values()], axis=0)
@@ -150,5 +151,7 @@ def calibrate(contract: Contract, device: str, clock: HostClock = host_clock) ->
                          + (" plus an idle stream sync" if device.startswith("cuda")
                             and contract.policy.sync_at_close != "none" else "")
                          + "; device = an empty event pair"
-                         + (" behind a blocking kernel" if contract.policy.hold_stream else ""))
+                         + (" behind a blocking kernel" if contract.policy.hold_stream else "")
+                         + (" (per batch: conservative for a saturated sample, which is a batch / its size)"
+                            if contract.policy.saturated else ""))
     return cal
