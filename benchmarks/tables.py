@@ -1,7 +1,8 @@
 """Print the markdown tables of BENCHMARKS.md from the committed results.
 
 Run:  python benchmarks/tables.py
-Reads receipts/h200-*.json, benchmarks/results-h200-truth.json and
+Reads receipts/h200-*.json, benchmarks/results-h200-truth.json (and, for the one model
+the latest truth run did not compile, benchmarks/results-h200-truth-earlier.json) and
 benchmarks/results-h200-clocks.json; needs no GPU and no torch.
 """
 
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-CONTRACTS = ("public_task_call_wall", "model_io_wall", "device_span", "device_compute")
+CONTRACTS = ("public_task_call_wall", "model_io_wall", "device_span", "device_compute", "device_throughput")
 
 
 def ms(ns: Any) -> str:
@@ -36,29 +37,41 @@ def receipts_table(stem: str) -> str:
     return "\n".join(out)
 
 
+def _gap(value: float, truth: float) -> str:
+    return f"{(value - truth) / 1e3:+.2f} µs ({(value / truth - 1) * 100:+.1f}%)"
+
+
 def truth_table() -> str:
     t = json.loads((ROOT / "benchmarks" / "results-h200-truth.json").read_text())
+    earlier = json.loads((ROOT / "benchmarks" / "results-h200-truth-earlier.json").read_text())
     us = lambda v: f"{v / 1e3:.2f}" if isinstance(v, (int, float)) else "–"  # noqa: E731
     out = ["| workload | ground truth (graph replay / K) | benchbox device_compute | gap | "
-           "benchbox device_compute, floor kept | hand events, held | plain events | "
-           "torch Timer | triton do_bench | benchbox device_span |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           "benchbox device_throughput | gap | benchbox device_compute, floor kept | hand events, held | "
+           "plain events | torch Timer | triton do_bench | benchbox device_span |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, w in t["workloads"].items():
         truth = w["ground_truth_graph_ns"]
         dc = w["benchbox_device_compute"]["p50_ns"]
-        gap = f"{(dc - truth) / 1e3:+.2f} µs ({(dc / truth - 1) * 100:+.1f}%)"
+        dt = w["benchbox_device_throughput"]["p50_ns"]
         out.append(f"| {name} | {us(truth)} (before {us(w['ground_truth_before_ns'])}, after "
-                   f"{us(w['ground_truth_after_ns'])}) | {us(dc)} | {gap} | "
+                   f"{us(w['ground_truth_after_ns'])}) | {us(dc)} | {_gap(dc, truth)} | {us(dt)} | "
+                   f"{_gap(dt, truth)} | "
                    f"{us(w['benchbox_device_compute_raw']['p50_ns'])} | {us(w['event_loop_held_ns'])} | "
                    f"{us(w['event_loop_plain_ns'])} | {us(w['torch_timer_ns'])} | {us(w['do_bench_ns'])} | "
                    f"{us(w['benchbox_device_span']['p50_ns'])} |")
     out.append("")
-    out.append("| compiled model | benchbox device_compute (floor kept) | hand-written loop, same method "
-               "| ratio |")
-    out.append("|---|---|---|---|")
-    for name, c in t["compile_runner"].items():
-        out.append(f"| {name} | {us(c['benchbox_device_compute_raw_ns'])} µs | "
-                   f"{us(c['hand_loop_held_ns'])} µs | {c['runner_vs_hand']:.4f} |")
+    out.append("| compiled model | run | benchbox device_compute (floor kept) | "
+               "hand-written loop, same method | ratio |")
+    out.append("|---|---|---|---|---|")
+    runs = [("this run", t), ("earlier run", earlier)]
+    seen = set()
+    for label, res in runs:
+        for name, c in res["compile_runner"].items():
+            if name in seen:
+                continue
+            seen.add(name)
+            out.append(f"| {name} | {label} | {us(c['benchbox_device_compute_raw_ns'])} µs | "
+                       f"{us(c['hand_loop_held_ns'])} µs | {c['runner_vs_hand']:.4f} |")
     out.append("")
     out.append("| region (null task, host clock) | bare loop p50 | benchbox p50 | overhead per sample |")
     out.append("|---|---|---|---|")

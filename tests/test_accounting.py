@@ -115,9 +115,11 @@ def runners() -> dict[str, Any]:
 @pytest.mark.parametrize("runner_name", list(RUNNERS))
 @pytest.mark.parametrize("contract", builtin_contracts(), ids=lambda c: c.name)
 def test_region_holds_exactly_the_declared_stages(runners: dict[str, Any], runner_name: str,
-                                                  contract: Any) -> None:
+                                                  contract: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     if runner_name not in runners:
         pytest.skip(f"{runner_name} cannot run on this machine: {availability(runner_name, 'cpu')}")
+    if contract.policy.saturated:
+        return _saturated_region_holds_only_compute(runners[runner_name], contract, monkeypatch)
     runner = runners[runner_name]
     task = DecisionTask()
     log: list[tuple[str, int]] = []
@@ -145,6 +147,43 @@ def test_region_holds_exactly_the_declared_stages(runners: dict[str, Any], runne
             assert m.stages_ns[stage][k] == g[i + 1] - g[i]
     if contract.clock == "device":
         assert m.clock_used == "host" and "host clock" in m.clock_note
+
+
+def _saturated_region_holds_only_compute(runner: Any, contract: Any, monkeypatch: pytest.MonkeyPatch
+                                         ) -> None:
+    """A saturated sample: between two reads of its clock, exactly one batch of compute calls."""
+    import benchbox.harness.loop as loop_mod
+
+    # the tracing clock advances one unit per logged event: a batch of 3 "ns" is 3 calls
+    monkeypatch.setattr(loop_mod, "SATURATED_BATCH_NS", 3)
+    monkeypatch.setattr(loop_mod, "SATURATED_SETTLE_S", 0.01)
+    task = DecisionTask()
+    log: list[tuple[str, int]] = []
+    _trace(task, TASK_STAGES, log)
+    _trace(runner, RUNNER_STAGES, log)
+    samples = 4
+    try:
+        m = Harness(contract, clock=TracingClock(log)).measure(
+            task, runner, task.cases()[0].request, samples=samples, warmup=2)
+    finally:
+        for name in RUNNER_STAGES:
+            del runner.__dict__[name]
+    assert m.batch == 3
+    reads = [i for i, (kind, _) in enumerate(log) if kind == "clock"]
+    # sampling: a mark, then per batch (enqueue start, compute × batch, enqueue end, mark); a last read
+    tail = reads[-(3 * samples + 2):]
+    marks = tail[0:3 * samples + 1:3]
+    for k in range(samples):
+        inside = [name for name, _ in log[marks[k] + 1: marks[k + 1]] if name != "clock"]
+        assert inside == ["compute"] * m.batch
+        assert m.samples_ns[k] == (marks[k + 1] - marks[k]) // m.batch
+        assert m.stages_ns["compute"][k] == (tail[3 * k + 2] - tail[3 * k + 1]) // m.batch
+    # the request was parsed, preprocessed and copied once, before all of it; the rest of
+    # the call ran once after the last read, on one more compute, untimed
+    assert [name for name, _ in log[:reads[0]]][:3] == ["parse", "preprocess", "h2d"]
+    after = [name for name, _ in log[tail[-1] + 1:]]
+    assert after == ["compute", "d2h", "reduce", "answer", "serialize"]
+    assert [n for n, _ in log].count("parse") == 1
 
 
 @pytest.mark.parametrize("runner_name", list(RUNNERS))
