@@ -200,8 +200,16 @@ def main() -> None:
                     help="comma-separated: which models the compile-runner comparison compiles")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = True
+    from benchbox.environment import git_state
+
     res: dict[str, Any] = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                           "cuda": torch.version.cuda, "workloads": {}}
+                           "cuda": torch.version.cuda, "git": git_state(),
+                           "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                           "workloads": {}}
+    try:
+        res["gpu_uuid"] = str(torch.cuda.get_device_properties(0).uuid)
+    except Exception as e:  # an older torch without the field
+        res["gpu_uuid"] = f"unavailable: {type(e).__name__}"
     try:
         import triton
 

@@ -217,6 +217,9 @@ def contract_from_dict(data: Any, where: str = "contract", source: str = "builti
         if policy.fresh_request:
             raise UsageError(f"{where}: policy.saturated re-runs one request's inputs; declare "
                              "policy.fresh_request = false")
+        if policy.event_floor != "keep":
+            raise UsageError(f"{where}: policy.saturated keeps the event floor (one pair per batch, "
+                             "divided by the batch size); declare event_floor = \"keep\"")
         if policy.hold_stream or policy.sync_at_close != "none" or policy.state != "warm":
             raise UsageError(f"{where}: policy.saturated keeps the device busy: it needs "
                              "hold_stream = false, sync_at_close = \"none\" and state = \"warm\"")

@@ -232,12 +232,14 @@ class Harness:
 
         The request is parsed, preprocessed and copied once; then ``compute`` runs back to
         back on those inputs. The clock (device events on the runner's stream, else host
-        clock reads) is read between batches of ``batch`` calls, the batch sized so it
-        spans ≥ SATURATED_BATCH_NS; the host runs at most SATURATED_DEPTH batches ahead, so
-        the device never drains while the host can keep up. ``warmup`` calls and at least
-        SATURATED_SETTLE_S of the same load precede the first sample. Each sample is one
-        batch's time divided by ``batch``; the compute stage's entry is the host's enqueue
-        time per call in that batch. The rest of the call runs once at the end, untimed.
+        clock reads) is read between batches; the host keeps at most SATURATED_DEPTH
+        batches in flight, so the device never drains while the host can keep up.
+        ``warmup`` calls and at least SATURATED_SETTLE_S of the same load precede the
+        first sample, and the batch is sized from the settled load's per-call time to span
+        about SATURATED_BATCH_NS. Each sample is one batch's time divided by its size; the
+        compute stage's entry is the host's enqueue time per call in that batch. The rest
+        of the call runs once at the end, untimed. A stop (adaptive rule or SIGINT) keeps
+        exactly the samples read so far; batches still in flight are drained, not kept.
         """
         from collections import deque
 
@@ -249,84 +251,87 @@ class Harness:
             m.clock_used = "device"
         else:
             marks = HostMarks(c)
+        where = ("device events on the runner's stream" if m.clock_used == "device"
+                 else "host clock reads (no device stream on this runner's device)")
         req = task.parse(request)
         dev_in = runner.h2d(task.preprocess(req))
         compute = runner.compute
         for _ in range(warmup):
             compute(dev_in)
         m.warmup = warmup
+
+        def sized(first: Any, last: Any, calls: int) -> int:
+            per_call = max(1, marks.elapsed_ns(first, last) // max(1, calls))
+            return max(1, min(100_000, -(-SATURATED_BATCH_NS // per_call)))
+
         a = marks.mark()
         for _ in range(SATURATED_PROBE):
             compute(dev_in)
         b = marks.mark()
         marks.wait(b)
-        per_call = max(1, marks.elapsed_ns(a, b) // SATURATED_PROBE)
-        n = max(1, min(100_000, -(-SATURATED_BATCH_NS // per_call)))
-        m.batch = n
-        floor = 0
-        if self.contract.policy.event_floor == "subtract":
-            empty = []
-            for _ in range(51):
-                a = marks.mark()
-                b = marks.mark()
-                marks.wait(b)
-                empty.append(marks.elapsed_ns(a, b))
-            floor = sorted(empty)[25]
-        enqueue = m.stages_ns["compute"]
-        pending: deque[Any] = deque()
+        n = sized(a, b, SATURATED_PROBE)
+        # (mark, host enqueue ns per call of the batch that ends at this mark)
+        pending: deque[tuple[Any, int]] = deque()
 
-        def batch() -> None:
+        def issue() -> None:
             t0 = c()
             for _ in range(n):
                 compute(dev_in)
             t1 = c()
-            enqueue.append((t1 - t0) // n)
-            pending.append(marks.mark())
+            pending.append((marks.mark(), (t1 - t0) // n))
 
-        def read_oldest() -> None:
-            first = pending.popleft()
-            marks.wait(pending[0])
-            m.samples_ns.append(max(0, marks.elapsed_ns(first, pending[0]) - floor) // n)
+        def drain() -> None:
+            if pending:
+                marks.wait(pending[-1][0])
 
-        # settling is wall time, whatever clock this harness was given
+        # the same load, untimed, for wall time (whatever clock this harness was given):
+        # clocks and power settle; then the batch is sized from the settled per-call time
         settle_end = time.perf_counter_ns() + int(SATURATED_SETTLE_S * 1e9)
-        pending.append(marks.mark())
-        settle = 0
-        while time.perf_counter_ns() < settle_end:  # the same load, untimed: clocks and power settle
-            batch()
+        pending.append((marks.mark(), 0))
+        first_mark, settle = pending[0][0], 0
+        while time.perf_counter_ns() < settle_end:
+            issue()
             settle += 1
-            while len(pending) > SATURATED_DEPTH:
+            while len(pending) > SATURATED_DEPTH + 1:  # at most DEPTH batches in flight
                 pending.popleft()
-                marks.wait(pending[0])
-        enqueue.clear()
-        start = c()
+                marks.wait(pending[0][0])
+        drain()
+        if settle:
+            n = sized(first_mark, pending[-1][0], settle * n)
+        m.batch = n
         pending.clear()
-        pending.append(marks.mark())
+        m.clock_note = (f"saturated: one request's compute re-run back to back, {where} between "
+                        f"batches of {n} calls (sized to about {SATURATED_BATCH_NS / 1e6:g} ms from the "
+                        f"per-call time under the settled load; at most {SATURATED_DEPTH} batches in "
+                        f"flight), after {warmup} warm-up calls and {settle} batches "
+                        f"({SATURATED_SETTLE_S:g} s) of the same load; sample = batch time / {n}")
+        start = c()
+        issue()  # one batch ahead of the first mark, so the device is busy when it is read
+        pending.clear()
+        pending.append((marks.mark(), 0))
         m.stop_reason = f"fixed sample count {samples} reached"
-        for _ in range(samples):
-            batch()
-            while len(pending) > SATURATED_DEPTH + 1:
-                read_oldest()
+        issued = 0
+        enqueue = m.stages_ns["compute"]
+        try:
+            while issued < samples or len(pending) > 1:
+                if issued < samples and len(pending) <= SATURATED_DEPTH:
+                    issue()
+                    issued += 1
+                    continue
+                first, _ = pending.popleft()
+                last, enq = pending[0]
+                marks.wait(last)
+                m.samples_ns.append(marks.elapsed_ns(first, last) // n)
+                enqueue.append(enq)
                 reason = should_stop(m) if should_stop is not None else None
                 if reason:
                     m.stop_reason = reason
                     break
-            else:
-                continue
-            break
-        while len(pending) > 1:  # the batches already enqueued are measured too
-            read_oldest()
-        m.host_span_ns = c() - start
+        finally:  # also on SIGINT: nothing in flight is left behind or half-counted
+            drain()
+            m.host_span_ns = c() - start
         outputs = runner.d2h(compute(dev_in))  # the rest of the call, once, untimed
         task.serialize(task.answer(task.reduce(outputs, req), req))
-        where = "device events on the runner's stream" if m.clock_used == "device" else (
-            "host clock reads (no device stream on this runner's device)")
-        m.clock_note = (f"saturated: one request's compute re-run back to back, {where} between "
-                        f"batches of {n} calls (batch ≥ {SATURATED_BATCH_NS / 1e6:g} ms; host at most "
-                        f"{SATURATED_DEPTH} batches ahead), after {warmup} warm-up calls and "
-                        f"{settle} batches ({SATURATED_SETTLE_S:g} s) of the same load; sample = batch "
-                        f"time / {n}" + (f"; empty-pair floor {floor} ns subtracted per batch"
-                                         if floor else ""))
         return m
 
 
@@ -354,7 +359,8 @@ def clock_cross_check(m: Measurement, contract: Contract) -> dict[str, Any] | No
         excess = device - m.host_span_ns
         return {"checked": True, "samples": len(m.samples_ns), "tolerance_ns": CROSS_CHECK_TOLERANCE_NS,
                 "violations": int(excess > CROSS_CHECK_TOLERANCE_NS), "max_excess_ns": int(excess),
-                "host_span": "all batches (host clock, first device read to the last batch's completion)"}
+                "host_span": "all batches (host clock, from before the batch that leads the first "
+                             "device read to the completion of the last batch in flight)"}
     a, b = contract.first_index, contract.last_index + 1
     d2h_end = STAGES.index("d2h") + 1
     out: dict[str, Any] = {"checked": False, "samples": len(m.samples_ns), "violations": 0,
