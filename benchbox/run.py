@@ -25,7 +25,7 @@ from benchbox.harness import Harness, Measurement, PhaseTimer
 from benchbox.harness.loop import clock_cross_check
 from benchbox.harness.sampling import DEFAULT_SAMPLES, SamplingPolicy
 from benchbox.receipts.io import SCHEMA_VERSION, now_iso, write_receipt
-from benchbox.runners import RUNNERS, availability, make_runner
+from benchbox.runners import RUNNERS, availability, make_runner, runner_class
 from benchbox.stats import (
     FLOOR_MULTIPLE,
     caveats,
@@ -116,6 +116,8 @@ def _validate_config(cfg: RunConfig) -> None:
             raise UsageError(f"unknown runner '{r}' (runners: {', '.join(RUNNERS)})")
     if len(set(cfg.runners)) != len(cfg.runners):
         raise UsageError("a runner is named twice")
+    for r in cfg.runners:  # option keys, before anything is measured
+        runner_class(r).check_options(cfg.runner_options.get(r, {}))
     if cfg.threads is not None and cfg.threads < 1:
         raise UsageError("--threads must be ≥ 1")
     if cfg.samples < 1 or cfg.warmup < 0:

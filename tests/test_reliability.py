@@ -64,6 +64,7 @@ class SimulatedOomMidRun(_Counting):
     """Out of memory part way through the second case's samples (calls: 2 validation + samples)."""
 
     name = "bb-oom-mid"
+    OPTION_KEYS = ("fail_at",)
 
     def on_call(self, n: int) -> None:
         if n == int(self.options.get("fail_at", 10**9)):
@@ -106,6 +107,7 @@ class SigintAt(_Counting):
     """Sends SIGINT to this process at a chosen compute call (as a user's Ctrl-C would)."""
 
     name = "bb-sigint"
+    OPTION_KEYS = ("at", "times")
 
     def on_call(self, n: int) -> None:
         if n == int(self.options["at"]):

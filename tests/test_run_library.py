@@ -148,6 +148,7 @@ def test_sigint_during_compilation_stops_at_once_and_keeps_finished_rows(tmp_pat
     (["--gate", "logit_error=1"], "--gate 'logit_error'"),
     (["--gate", "prob_max_abs=abc"], "the threshold must be a number"),
     (["--device", "cuda:x"], "unknown device 'cuda:x'"),
+    (["--runner-option", "torch-eager:threads=2"], "torch-eager: unknown option 'threads' (options: none)"),
 ])
 def test_run_refuses_bad_options_with_one_line(tmp_path: Path, args: list[str], needle: str) -> None:
     import subprocess
@@ -157,6 +158,7 @@ def test_run_refuses_bad_options_with_one_line(tmp_path: Path, args: list[str], 
                         "--out", str(tmp_path / "r.json")], capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert needle in r.stderr
+    assert not (tmp_path / "r.json").exists()  # refused before anything was measured
 
 
 def test_contracts_the_harness_cannot_honour_are_refused(tmp_path: Path) -> None:

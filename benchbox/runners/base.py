@@ -8,6 +8,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from benchbox.errors import UsageError
+
 
 class Phases(Protocol):
     """Handed to ``Runner.prepare`` by the harness, which owns the clock.
@@ -35,12 +37,25 @@ class Runner(ABC):
     """
 
     name = "runner"
+    #: the option keys this runner understands; None: it checks its options itself
+    OPTION_KEYS: tuple[str, ...] | None = None
 
     def __init__(self, device: str = "cpu", options: dict[str, Any] | None = None) -> None:
+        self.check_options(options or {})
         self.device = device
         self.options: dict[str, Any] = dict(options or {})
         self.fallbacks: list[dict[str, Any]] = []
         self.facts: dict[str, Any] = {}
+
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> None:
+        """Refuse an option this runner does not know, in one line (before anything runs)."""
+        if cls.OPTION_KEYS is None:
+            return
+        unknown = sorted(str(k) for k in options if k not in cls.OPTION_KEYS)
+        if unknown:
+            known = ", ".join(cls.OPTION_KEYS) if cls.OPTION_KEYS else "none"
+            raise UsageError(f"{cls.name}: unknown option '{unknown[0][:60]}' (options: {known})")
 
     @classmethod
     def availability(cls, device: str) -> str | None:

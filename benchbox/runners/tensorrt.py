@@ -242,6 +242,7 @@ class TensorRTRunner(TorchRunner):
     """A TensorRT engine built from the task's model exported to ONNX."""
 
     name = "tensorrt"
+    OPTION_KEYS: tuple[str, ...] | None = tuple(OPTION_DEFAULTS)
 
     def __init__(self, device: str = "cpu", options: dict[str, Any] | None = None) -> None:
         opts = normalize_options(options)

@@ -115,6 +115,7 @@ class TorchCompileRunner(TorchRunner):
     """torch.compile with inductor; cold and warm compile time reported apart."""
 
     name = "torch-compile"
+    OPTION_KEYS: tuple[str, ...] | None = OPTION_KEYS
 
     def __init__(self, device: str = "cpu", options: dict[str, Any] | None = None) -> None:
         options = {"mode": "max-autotune", "inductor_options": {}, "aten_fallbacks": [],

@@ -14,6 +14,7 @@ class TorchEagerRunner(TorchRunner):
     """The model as written, eager mode."""
 
     name = "torch-eager"
+    OPTION_KEYS: tuple[str, ...] | None = ()
 
     def prepare(self, task: Any, model: Any, example: tuple[np.ndarray, ...], phases: Phases) -> None:
         with phases("load"):
