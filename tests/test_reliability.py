@@ -240,21 +240,30 @@ def _wait_for_rows(out: Path, proc: subprocess.Popen[bytes], rows: int,
     raise AssertionError("no result was written in time")
 
 
-def test_sigkill_after_the_first_result_leaves_it_intact(tmp_path: Path) -> None:
+def _signal_after_first_row(tmp_path: Path, sig: int, samples: int) -> tuple[int, bytes, dict, Path]:
+    """Run benchbox and send ``sig`` once its first result is on disk.
+
+    Returns the exit code, stderr, the receipt as first seen, and its path.
+    """
     out = tmp_path / "r.json"
-    samples = 200
     proc = _benchbox(tmp_path, "run", "--runner", "torch-eager", "--samples", str(samples),
                      "--warmup", "1", "--out", str(out))
     try:
         seen = _wait_for_rows(out, proc, 1)
-        assert proc.poll() is None, "the run ended before it could be killed"
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=60)
+        assert proc.poll() is None, "the run ended before the signal could be sent"
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == -signal.SIGKILL
+    return proc.returncode, err or b"", seen, out
+
+
+def test_sigkill_after_the_first_result_leaves_it_intact(tmp_path: Path) -> None:
+    samples = 200
+    code, _, seen, out = _signal_after_first_row(tmp_path, signal.SIGKILL, samples)
+    assert code == -signal.SIGKILL
     receipt = load_receipt(out)
     assert receipt["complete"] is False and "interrupted" not in receipt
     first = receipt["results"][0]
@@ -266,20 +275,8 @@ def test_sigkill_after_the_first_result_leaves_it_intact(tmp_path: Path) -> None
 
 
 def test_sigint_exits_130_with_one_line_and_an_incomplete_receipt(tmp_path: Path) -> None:
-    out = tmp_path / "r.json"
-    samples = 200
-    proc = _benchbox(tmp_path, "run", "--runner", "torch-eager", "--samples", str(samples),
-                     "--warmup", "1", "--out", str(out))
-    try:
-        seen = _wait_for_rows(out, proc, 1)
-        assert proc.poll() is None, "the run ended before it could be interrupted"
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 130
+    code, err, seen, out = _signal_after_first_row(tmp_path, signal.SIGINT, 200)
+    assert code == 130
     text = err.decode()
     assert "Traceback" not in text
     assert text.rstrip().splitlines()[-1].startswith("benchbox: interrupted (SIGINT)")

@@ -104,8 +104,6 @@ class MockEvents:
     where each mark falls between compute calls.
     """
 
-    name = "device events"
-
     def __init__(self, log: list[str]) -> None:
         self.log = log
         self.waited: list[int] = []
@@ -223,8 +221,6 @@ def test_device_throughput_runs_beside_a_per_call_contract_on_the_cpu(tmp_path: 
     # the calibration ran (a saturated contract's floor is taken per call, from the null task)
     assert "error" not in sat["calibration"], sat["calibration"]
     assert sat["calibration"]["floors"]["host"] > 0
-    assert sat["comparisons"]["rows"] == [] or all(
-        "no floor" not in c["p50_verdict"] for c in sat["comparisons"]["rows"])
 
 
 def test_calibration_of_a_saturated_contract_measures_the_null_call_per_call() -> None:

@@ -93,8 +93,6 @@ class DeviceEvents:
 class HostMarks:
     """Clock reads between batches of calls on a runner without a device stream (calls are synchronous)."""
 
-    name = "host clock reads"
-
     def __init__(self, clock: HostClock) -> None:
         self.clock = clock
 
@@ -110,8 +108,6 @@ class HostMarks:
 
 class EventMarks:
     """Device events recorded on a runner's stream between batches of calls (CUDA via torch)."""
-
-    name = "device events"
 
     def __init__(self, stream: Any) -> None:
         import torch
