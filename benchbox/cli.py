@@ -1,25 +1,49 @@
-"""The command line: parse options, call the library, render, pick the exit code."""
+"""The command line: parse options, call the library, render, pick the exit code.
+
+Defaults and help of ``benchbox run`` come from :class:`benchbox.run.config.RunConfig`;
+runner-specific flags from the runner registry (:data:`benchbox.runners.ENTRIES`).
+Library errors name configuration fields; this layer shows them under their flags.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
 
 from benchbox import __version__
-from benchbox.errors import BenchboxError, UsageError
+from benchbox.errors import BenchboxError, FieldError, UsageError
+from benchbox.run.config import default, help_text
+from benchbox.runners import ENTRIES, CliAlias
+
+#: configuration field → the flag that sets it, per command
+FLAGS: dict[str, dict[str, str]] = {
+    "run": {"contract": "--contract", "contracts": "--contract", "task": "--task", "size": "--size",
+            "dtype": "--dtype", "runners": "--runner", "cases": "--case", "device": "--device",
+            "threads": "--threads", "warmup": "--warmup", "samples": "--samples", "target_ci": "--target-ci",
+            "max_samples": "--max-samples", "max_time_s": "--max-time", "out": "--out",
+            "baseline": "--baseline", "runner_options": "--runner-option", "task_options": "--task-option",
+            "gates": "--gate", "labels": "--label"},
+    "diff": {"threshold": "--threshold", "metric": "--metric", "alpha": "--alpha", "accept": "--accept"},
+    "plot": {"threshold": "--threshold"},
+}
 
 
 def _one_line(text: str) -> str:
     return " / ".join(part.strip() for part in text.splitlines() if part.strip())
 
 
-def _fail(e: BenchboxError) -> NoReturn:
+def _fail(e: BenchboxError, command: str | None = None) -> NoReturn:
     prefix = "benchbox: " if e.exit_code == 130 else "benchbox: error: "
-    click.echo(prefix + _one_line(str(e)), err=True)
+    message = str(e)
+    if isinstance(e, FieldError):
+        flag = FLAGS.get(command or "", {}).get(e.field)
+        message = f"{flag or e.field}: {e.message}"
+    click.echo(prefix + _one_line(message), err=True)
     sys.exit(e.exit_code)
 
 
@@ -35,7 +59,7 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except BenchboxError as e:
-            _fail(e)
+            _fail(e, ctx.invoked_subcommand)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
         except BrokenPipeError:  # the reader went away (`benchbox show R | head`): stop quietly
@@ -65,7 +89,7 @@ class _Group(click.Group):
         sys.exit(rv if isinstance(rv, int) and not isinstance(rv, bool) else 0)
 
 
-def _pairs(values: tuple[str, ...], what: str) -> dict[str, Any]:
+def _pairs(values: tuple[str, ...] | list[str], what: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for v in values:
         key, sep, raw = v.partition("=")
@@ -75,17 +99,14 @@ def _pairs(values: tuple[str, ...], what: str) -> dict[str, Any]:
     return out
 
 
-def _percent(raw: str | None) -> float | None:
+def _percent(raw: str | None, flag: str) -> float | None:
     """'1', '1%' or '0.5 %' → 1.0 / 0.5; None stays None."""
     if raw is None:
         return None
     try:
-        value = float(raw.strip().removesuffix("%").strip())
+        return float(raw.strip().removesuffix("%").strip())
     except ValueError:
-        raise UsageError(f"--target-ci expects a percentage such as 1 or 1%, got {raw!r}") from None
-    if not 0.0 < value < 100.0:
-        raise UsageError(f"--target-ci must be between 0 and 100 percent, got {raw!r}")
-    return value
+        raise UsageError(f"{flag} expects a percentage such as 1 or 1%, got {raw!r}") from None
 
 
 def _scalar(raw: str) -> Any:
@@ -100,85 +121,110 @@ def _scalar(raw: str) -> Any:
     return raw
 
 
-@click.group(cls=_Group)
+def _config_option(flag: str, field: str, **kw: Any) -> Callable[[Any], Any]:
+    """A ``benchbox run`` option whose default and help are RunConfig's."""
+    d = default(field)
+    if not kw.get("multiple") and d not in (None, (), {}):
+        kw.setdefault("default", d)
+        kw.setdefault("show_default", True)
+    return click.option(flag, field if not kw.get("multiple") else f"{field}_", help=help_text(field), **kw)
+
+
+def _alias_option(runner: str, alias: CliAlias) -> Callable[[Any], Any]:
+    kw: dict[str, Any] = {"help": alias.help, "metavar": alias.metavar}
+    if alias.kind in ("list", "pairs"):
+        kw["multiple"] = True
+    elif alias.choices:
+        kw["type"] = click.Choice(list(alias.choices))
+    if alias.default is not None:
+        kw.update(default=alias.default, show_default=True)
+    return click.option(alias.flag, _alias_param(runner, alias), **kw)
+
+
+def _alias_param(runner: str, alias: CliAlias) -> str:
+    return f"alias__{runner.replace('-', '_')}__{alias.option}"
+
+
+def _runner_aliases(fn: Callable[..., Any]) -> Callable[..., Any]:
+    for runner, entry in reversed(list(ENTRIES.items())):
+        for alias in reversed(entry.aliases):
+            fn = _alias_option(runner, alias)(fn)
+    return fn
+
+
+def _runner_options(runners: tuple[str, ...], aliases: dict[str, Any],
+                    runner_option: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """Options per runner from the alias flags and ``--runner-option RUNNER:KEY=VALUE``."""
+    out: dict[str, dict[str, Any]] = {}
+    for runner, entry in ENTRIES.items():
+        for alias in entry.aliases:
+            value = aliases.get(_alias_param(runner, alias))
+            if runner in runners:
+                _set_alias(out, runner, alias, value)
+    for item in runner_option:
+        rname, sep, kv = item.partition(":")
+        if not sep:
+            raise UsageError(f"--runner-option expects RUNNER:KEY=VALUE, got {item!r}")
+        out.setdefault(rname, {}).update(_pairs((kv,), "--runner-option"))
+    return out
+
+
+def _set_alias(out: dict[str, dict[str, Any]], runner: str, alias: CliAlias, value: Any) -> None:
+    if alias.kind == "pairs" and value:
+        out.setdefault(runner, {})[alias.option] = _pairs(value, alias.flag)
+    elif alias.kind == "list" and value:
+        out.setdefault(runner, {})[alias.option] = list(value)
+    elif alias.kind == "value" and value is not None:
+        out.setdefault(runner, {})[alias.option] = value
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="benchbox")
 def main() -> None:
     """Benchmark ML inference tasks under explicit timing contracts."""
 
 
 @main.command()
-@click.option("--contract", "contract", multiple=True, default=("public_task_call_wall",),
-              show_default=True,
-              help="Built-in contract name or path to a contract TOML file. Repeat it to measure "
-                   "several contracts in one run: runners are prepared once, one receipt per contract "
-                   "(OUT becomes OUT-stem.CONTRACT.json).")
-@click.option("--task", "task_spec", default="decision", show_default=True,
-              help="Built-in task name or package.module:factory.")
-@click.option("--size", default="tiny", show_default=True)
-@click.option("--dtype", default="float32", show_default=True,
-              type=click.Choice(["float32", "float16", "bfloat16"]))
-@click.option("--runner", "runners", multiple=True,
-              help="Runner to measure (repeatable); default torch-eager and torch-compile.")
-@click.option("--case", "cases", multiple=True, help="Case to run (repeatable); default all.")
-@click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
-@click.option("--threads", type=int, default=None,
-              help="torch intra-op threads (default: torch's choice); recorded in the receipt.")
-@click.option("--warmup", default=5, show_default=True, type=int)
-@click.option("--samples", default=400, show_default=True, type=int,
-              help="Fixed sample count (a two-sided 95% p99 interval needs ≥ 368).")
-@click.option("--target-ci", default=None, metavar="PCT",
-              help="Adaptive sampling: stop once the p50 95% interval half-width is below PCT percent "
-                   "(e.g. 1 or 1%), within --max-samples and --max-time.")
-@click.option("--max-samples", default=10_000, show_default=True, type=int)
-@click.option("--max-time", "max_time", default=60.0, show_default=True, type=float,
-              help="Seconds of sampling per (runner, case) at most, with --target-ci.")
-@click.option("--compile-mode", default="max-autotune", show_default=True,
-              help="torch.compile mode for the torch-compile runner.")
-@click.option("--compile-option", multiple=True,
-              help="Inductor option KEY=VALUE for torch-compile (repeatable).")
-@click.option("--aten-fallback", multiple=True,
-              help="Operator torch-compile must run in ATen, e.g. layer_norm (repeatable).")
-@click.option("--tensorrt-flavour", type=click.Choice(["auto", "tensorrt", "tensorrt_rtx"]),
-              default="auto", show_default=True)
+@_config_option("--contract", "contracts", multiple=True,
+                default=("public_task_call_wall",), show_default=True)
+@_config_option("--task", "task")
+@_config_option("--size", "size")
+@_config_option("--dtype", "dtype", type=click.Choice(["float32", "float16", "bfloat16"]))
+@_config_option("--runner", "runners", multiple=True)
+@_config_option("--case", "cases", multiple=True)
+@_config_option("--device", "device")
+@_config_option("--threads", "threads", type=int)
+@_config_option("--warmup", "warmup", type=int)
+@_config_option("--samples", "samples", type=int)
+@_config_option("--target-ci", "target_ci", metavar="PCT")
+@_config_option("--max-samples", "max_samples", type=int)
+@_config_option("--max-time", "max_time_s", type=float)
+@_runner_aliases
 @click.option("--runner-option", multiple=True, help="RUNNER:KEY=VALUE for any runner (repeatable).")
-@click.option("--baseline", default=None, help="Runner the others are compared against.")
+@_config_option("--baseline", "baseline")
 @click.option("--task-option", multiple=True, help="KEY=VALUE passed to the task (repeatable).")
-@click.option("--gate", multiple=True, help="Accuracy gate threshold override GATE=VALUE.")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Receipt path; default a timestamped file under ./receipts/.")
-def run(contract: tuple[str, ...], task_spec: str, size: str, dtype: str, runners: tuple[str, ...],
-        cases: tuple[str, ...], device: str, threads: int | None, warmup: int, samples: int,
-        target_ci: str | None,
-        max_samples: int, max_time: float, compile_mode: str, compile_option: tuple[str, ...],
-        aten_fallback: tuple[str, ...], tensorrt_flavour: str, runner_option: tuple[str, ...],
-        baseline: str | None, task_option: tuple[str, ...], gate: tuple[str, ...],
-        out: Path | None) -> None:
+@click.option("--gate", multiple=True, help="Accuracy gate threshold override GATE=VALUE (repeatable).")
+@click.option("--label", multiple=True, help="KEY=VALUE recorded in the receipt's settings.labels.")
+@_config_option("--out", "out", type=click.Path(dir_okay=False, path_type=Path))
+def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_: tuple[str, ...],
+        cases_: tuple[str, ...], device: str, threads: int | None, warmup: int, samples: int,
+        target_ci: str | None, max_samples: int, max_time_s: float, runner_option: tuple[str, ...],
+        baseline: str | None, task_option: tuple[str, ...], gate: tuple[str, ...], label: tuple[str, ...],
+        out: Path | None, **aliases: Any) -> None:
     """Measure runners × cases under a timing contract and write a receipt."""
     from benchbox.render import results_table
     from benchbox.run import DEFAULT_RUNNERS, RunConfig
     from benchbox.run import run as do_run
 
-    ropts: dict[str, dict[str, Any]] = {
-        "torch-compile": {"mode": compile_mode},
-        "tensorrt": {"flavour": tensorrt_flavour},
-    }
-    if compile_option:
-        ropts["torch-compile"]["inductor_options"] = _pairs(compile_option, "--compile-option")
-    if aten_fallback:
-        ropts["torch-compile"]["aten_fallbacks"] = list(aten_fallback)
-    for item in runner_option:
-        rname, sep, kv = item.partition(":")
-        if not sep:
-            raise UsageError(f"--runner-option expects RUNNER:KEY=VALUE, got {item!r}")
-        ropts.setdefault(rname, {}).update(_pairs((kv,), "--runner-option"))
+    runners = tuple(runners_) or DEFAULT_RUNNERS
     cfg = RunConfig(
-        contract=contract[0], contracts=tuple(contract) if len(contract) > 1 else (),
-        task=task_spec, size=size, dtype=dtype,
-        runners=tuple(runners) or DEFAULT_RUNNERS, cases=tuple(cases), device=device, threads=threads,
-        warmup=warmup, samples=samples, target_ci=_percent(target_ci), max_samples=max_samples,
-        max_time_s=max_time, out=out, baseline=baseline,
-        runner_options={k: v for k, v in ropts.items() if k in (runners or DEFAULT_RUNNERS)},
+        contract=contracts_[0], contracts=tuple(contracts_) if len(contracts_) > 1 else (),
+        task=task, size=size, dtype=dtype, runners=runners, cases=tuple(cases_), device=device,
+        threads=threads, warmup=warmup, samples=samples, target_ci=_percent(target_ci, "--target-ci"),
+        max_samples=max_samples, max_time_s=max_time_s, out=out, baseline=baseline,
+        runner_options=_runner_options(runners, aliases, runner_option),
         task_options=_pairs(task_option, "--task-option"), gates=_pairs(gate, "--gate"),
+        labels={k: str(v) for k, v in _pairs(label, "--label").items()},
         command=tuple(["benchbox", *sys.argv[1:]]))
     outcome = do_run(cfg, progress=lambda s: click.echo(s, err=True))
     for o in outcome.all:
@@ -192,14 +238,19 @@ def run(contract: tuple[str, ...], task_spec: str, size: str, dtype: str, runner
 def show(receipts: tuple[Path, ...]) -> None:
     """Print the summary table of a receipt, or several receipts side by side."""
     from benchbox.receipts import load_receipt
-    from benchbox.render import results_table
+    from benchbox.render import results_table, side_by_side
 
     if len(receipts) == 1:
         click.echo(results_table(load_receipt(receipts[0])))
         return
-    from benchbox.receipts.compare_render import side_by_side
-
     click.echo(side_by_side([load_receipt(r) for r in receipts], [str(r) for r in receipts]))
+
+
+def _threshold(raw: str) -> float:
+    try:
+        return float(raw.strip().rstrip("%")) / 100
+    except ValueError:
+        raise UsageError(f"--threshold expects a percentage such as 5 or 5%, got {raw!r}") from None
 
 
 @main.command()
@@ -218,30 +269,19 @@ def show(receipts: tuple[Path, ...]) -> None:
 def diff(base: Path, head: Path, threshold: str, metric: str, accept: tuple[str, ...], alpha: float,
          fmt: str) -> None:
     """Compare two receipts row by row; exit 1 on a regression, 2 on a refused comparison."""
-    import os
-
-    from benchbox.receipts import compare_render as cr
+    from benchbox import render
     from benchbox.receipts.diff import ComparisonRefused, DiffOptions, accept_kinds, diff_files
 
-    raw = threshold.strip().rstrip("%")
-    try:
-        th = float(raw) / 100
-    except ValueError:
-        raise UsageError(f"--threshold expects a percentage such as 5 or 5%, got {threshold!r}") from None
-    opts = DiffOptions(threshold=th, metric=metric, alpha=alpha, accept=accept_kinds(accept))
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    opts = DiffOptions(threshold=_threshold(threshold), metric=metric, alpha=alpha,
+                       accept=accept_kinds(accept))
     try:
         result = diff_files(base, head, opts)
     except ComparisonRefused as e:
-        if summary:
-            with open(summary, "a", encoding="utf-8") as f:
-                f.write(f"### ⛔ benchbox diff refused\n\n{e}\n")
+        render.write_step_summary(render.refused_markdown(str(e)))
         raise
-    render = {"table": cr.diff_table, "markdown": cr.diff_markdown, "json": cr.diff_json}[fmt]
-    click.echo(render(result))
-    if summary:
-        with open(summary, "a", encoding="utf-8") as f:
-            f.write(cr.diff_markdown(result))
+    shown = {"table": render.diff_table, "markdown": render.diff_markdown, "json": render.diff_json}[fmt]
+    click.echo(shown(result))
+    render.write_step_summary(render.diff_markdown(result))
     sys.exit(result.exit_code)
 
 
@@ -271,11 +311,7 @@ def plot(receipts: tuple[Path, ...], output: Path, kind: str, threshold: str) ->
     """Draw a figure from receipts: p50/p99 per case, stages, distributions, or a diff."""
     from benchbox.plots import render
 
-    try:
-        th = float(threshold.strip().rstrip("%")) / 100
-    except ValueError:
-        raise UsageError(f"--threshold expects a percentage such as 5 or 5%, got {threshold!r}") from None
-    click.echo(f"wrote {render(receipts, output, kind, th)}")
+    click.echo(f"wrote {render(receipts, output, kind, _threshold(threshold))}")
 
 
 @main.command()

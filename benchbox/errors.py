@@ -22,3 +22,28 @@ class MissingExtraError(UsageError):
         super().__init__(f"{package} is not installed: pip install 'benchbox[{extra}]'")
         self.package = package
         self.extra = extra
+
+
+def first_line(e: BaseException | str, limit: int = 500) -> str:
+    """The first non-empty line of an error's message (its class name when there is none), cut to
+    ``limit`` characters: how every caught error is shown in one line."""
+    text = (e if isinstance(e, str) else str(e)).strip()
+    line = text.splitlines()[0].strip() if text else ""
+    if not line and not isinstance(e, str):
+        line = type(e).__name__
+    return line[:limit]
+
+
+def error_line(e: BaseException, limit: int = 500) -> str:
+    """``Class: first line`` of an error, for reasons recorded in receipts."""
+    msg = first_line(e, limit) if str(e).strip() else ""
+    return f"{type(e).__name__}: {msg}"[:limit]
+
+
+class FieldError(UsageError):
+    """A configuration value is unusable; ``field`` names it (the CLI shows its flag instead)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message

@@ -27,16 +27,16 @@ from hypothesis import strategies as st
 from benchbox.contracts import STAGES, contract_from_dict, parse_contract_toml
 from benchbox.contracts.model import builtin_names
 from benchbox.errors import UsageError
-from benchbox.receipts import load_receipt, parse_receipt, write_receipt
+from benchbox.receipts import parse_receipt, write_receipt
 from benchbox.render import results_table
 from benchbox.stats import quantile_ci, summarize
+from tests.support import BUILTIN_CONTRACTS, GOLDEN, loaded
 
 EXAMPLES = int(os.environ.get("BENCHBOX_FUZZ_EXAMPLES", "6000"))
 SEED = int(os.environ.get("BENCHBOX_FUZZ_SEED", "0"))
 #: accepted mutants that are also diffed against the original (the diff is slower)
 DIFF_EVERY = 20
-GOLDEN = Path(__file__).parent / "golden" / "receipt-v1.json"
-BUILTIN = Path(__file__).parent.parent / "benchbox" / "contracts" / "builtin"
+BUILTIN = BUILTIN_CONTRACTS
 
 # -- mutation engine -------------------------------------------------------------------------
 
@@ -159,6 +159,7 @@ def test_fuzz_receipts_only_usage_errors() -> None:
 
     golden_bytes = GOLDEN.read_bytes()
     golden = json.loads(golden_bytes)
+    golden_receipt = parse_receipt(golden_bytes, "golden")
     rng = random.Random(SEED)
     accepted = rejected = 0
     for i in range(EXAMPLES):
@@ -180,7 +181,7 @@ def test_fuzz_receipts_only_usage_errors() -> None:
         try:  # what `benchbox show` and `benchbox diff` do with an accepted receipt
             results_table(r)
             if accepted % DIFF_EVERY == 0:
-                diff_receipts(golden, r)
+                diff_receipts(golden_receipt, r)
         except UsageError:
             pass
         except Exception as e:  # noqa: BLE001
@@ -238,13 +239,14 @@ JSON = st.recursive(JSON_SCALARS, lambda kids: st.lists(kids, max_size=4)
 
 @st.composite
 def result_rows(draw: st.DrawFn) -> dict[str, Any]:
-    samples = draw(st.lists(REAL_NS, max_size=40))
+    status = draw(st.sampled_from(["valid", "invalid", "failed"]))
+    samples = draw(st.lists(REAL_NS, min_size=1 if status == "valid" else 0, max_size=40))
     stages = draw(st.dictionaries(st.sampled_from(STAGES), st.lists(NS, max_size=10), max_size=8))
-    row = {"runner": draw(st.text(max_size=20)), "case": draw(st.text(max_size=20)),
-           "status": draw(st.sampled_from(["valid", "invalid", "failed"])),
+    row = {"runner": draw(st.text(max_size=20)), "case": draw(st.text(max_size=20)), "status": status,
            "reasons": draw(st.lists(st.text(max_size=30), max_size=3)),
            "runner_report": draw(st.dictionaries(st.text(max_size=8), JSON, max_size=3)),
-           "accuracy": None, "samples_ns": samples, "stages_ns": stages,
+           "accuracy": {"passed": True} if status == "valid" else None,
+           "samples_ns": samples, "stages_ns": stages,
            "summary": summarize(samples) if samples else {"n": 0}}
     row.update(draw(st.dictionaries(st.text(max_size=8).filter(lambda k: k not in row), JSON,
                                     max_size=2)))
@@ -261,7 +263,7 @@ def test_receipt_round_trip(rows: list[dict[str, Any]], extra: dict[str, Any]) -
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "r.json"
         write_receipt(path, receipt)
-        assert load_receipt(path) == receipt
+        assert loaded(path) == receipt
         assert os.listdir(d) == ["r.json"]
 
 

@@ -13,7 +13,8 @@ from scipy import optimize, stats
 from benchbox.contracts import load_contract
 from benchbox.harness.calibration import calibrate
 from benchbox.harness.loop import CROSS_CHECK_TOLERANCE_NS, Measurement, clock_cross_check
-from benchbox.run import compare
+from benchbox.receipts.model import Calibration, ResultRow
+from benchbox.receipts.runner_compare import compare
 from benchbox.stats import (
     FLOOR_MULTIPLE,
     caveats,
@@ -181,14 +182,15 @@ def test_compare_gives_bca_intervals_and_floor_verdicts() -> None:
     rng = np.random.default_rng(5)
     base = rng.lognormal(14.0, 0.05, 400).astype(np.int64)
 
-    def row(runner: str, x: np.ndarray, clock: str = "host") -> dict:
-        return {"runner": runner, "case": "c", "status": "valid", "reasons": [], "samples_ns": x.tolist(),
-                "summary": summarize(x), "clock_used": clock}
+    def row(runner: str, x: np.ndarray, clock: str = "host") -> ResultRow:
+        return ResultRow.of({"runner": runner, "case": "c", "status": "valid", "reasons": [],
+                             "runner_report": {}, "accuracy": {"passed": True}, "samples_ns": x.tolist(),
+                             "stages_ns": {}, "summary": summarize(x), "clock_used": clock})
 
-    cal = {"floors": {"host": 1000, "device": None}}
+    cal = Calibration.of({"floors": {"host": 1000, "device": None}})
     rows = [row("base", base), row("fast", base * 8 // 10), row("same", base + 500),
             row("slow", base * 12 // 10, clock="device")]
-    out = compare(rows, "base", cal)
+    out = compare(rows, "base", cal).to_json()
     by = {r["runner"]: r for r in out["rows"]}
     lo, hi = by["fast"]["p50_ratio_ci"]
     assert lo <= by["fast"]["p50_ratio"] <= hi < 1.0 and by["fast"]["p50_verdict"] == "faster"

@@ -1,6 +1,6 @@
 """The harness: the only place that reads a clock."""
 
 from benchbox.harness.clocks import host_clock
-from benchbox.harness.loop import Harness, Measurement, PhaseTimer
+from benchbox.harness.loop import Harness, Measurement, PhaseTimer, StopSampling
 
-__all__ = ["Harness", "Measurement", "PhaseTimer", "host_clock"]
+__all__ = ["Harness", "Measurement", "PhaseTimer", "StopSampling", "host_clock"]

@@ -42,6 +42,17 @@ class Measurement:
     host_span_ns: int = 0
 
 
+class StopSampling(BaseException):  # noqa: N818 - a control-flow signal, like KeyboardInterrupt
+    """Raised by a caller's stop callback to abandon sampling now, keeping ``measurement``.
+
+    A BaseException, so that no ``except Exception`` on the way turns it into a failure.
+    """
+
+    def __init__(self, measurement: Measurement) -> None:
+        super().__init__("sampling stopped")
+        self.measurement = measurement
+
+
 class PhaseTimer:
     """Times a runner's preparation phases with the harness's clock."""
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from benchbox.errors import UsageError
+from benchbox.errors import FieldError, UsageError
 from benchbox.harness.clocks import HostClock, host_clock
 from benchbox.harness.loop import Measurement
 from benchbox.stats import CI_LEVEL, ci_ranks, min_n_for_ci
@@ -22,6 +22,8 @@ from benchbox.stats import CI_LEVEL, ci_ranks, min_n_for_ci
 #: Default fixed sample count: p99 gets a two-sided 95% interval from 368 samples.
 DEFAULT_SAMPLES = 400
 DEFAULT_WARMUP = 5
+DEFAULT_MAX_SAMPLES = 10_000
+DEFAULT_MAX_TIME_S = 60.0
 #: Adaptive sampling takes at least this many samples before it may stop.
 ADAPTIVE_MIN_SAMPLES = 30
 #: Adaptive sampling checks the precision every this many samples.
@@ -36,24 +38,24 @@ class SamplingPolicy:
     warmup: int = DEFAULT_WARMUP
     #: stop once the p50 interval's relative half-width is below this percentage (None: fixed)
     target_ci_pct: float | None = None
-    max_samples: int = 10_000
-    max_time_s: float = 60.0
+    max_samples: int = DEFAULT_MAX_SAMPLES
+    max_time_s: float = DEFAULT_MAX_TIME_S
     min_samples: int = ADAPTIVE_MIN_SAMPLES
     check_every: int = ADAPTIVE_CHECK_EVERY
     level: float = CI_LEVEL
 
     def __post_init__(self) -> None:
         if self.samples < 1:
-            raise UsageError(f"--samples must be ≥ 1, got {self.samples}")
+            raise FieldError("samples", f"must be ≥ 1, got {self.samples}")
         if self.warmup < 0:
-            raise UsageError(f"--warmup must be ≥ 0, got {self.warmup}")
+            raise FieldError("warmup", f"must be ≥ 0, got {self.warmup}")
         if self.target_ci_pct is not None:
             if not 0.0 < self.target_ci_pct < 100.0:
-                raise UsageError(f"--target-ci must be a percentage in (0, 100), got {self.target_ci_pct}")
+                raise FieldError("target_ci", f"must be a percentage in (0, 100), got {self.target_ci_pct}")
             if self.max_samples < 1:
-                raise UsageError(f"--max-samples must be ≥ 1, got {self.max_samples}")
+                raise FieldError("max_samples", f"must be ≥ 1, got {self.max_samples}")
             if not self.max_time_s > 0:
-                raise UsageError(f"--max-time must be > 0 seconds, got {self.max_time_s}")
+                raise FieldError("max_time_s", f"must be > 0 seconds, got {self.max_time_s}")
         if self.min_samples < 1 or self.check_every < 1:
             raise UsageError("min_samples and check_every must be ≥ 1")
 

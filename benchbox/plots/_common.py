@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from benchbox.contracts import STAGES
 from benchbox.errors import MissingExtraError, UsageError
+from benchbox.receipts.model import Receipt, ResultRow, Summary
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -49,7 +50,7 @@ class LabelledReceipt:
     """A loaded receipt and the short label that names it in a figure."""
 
     label: str
-    data: dict[str, Any]
+    data: Receipt
 
 
 @dataclass(frozen=True)
@@ -58,13 +59,39 @@ class Row:
 
     receipt: int
     label: str
-    runner: str
-    case: str
-    status: str
-    reasons: tuple[str, ...]
-    summary: dict[str, Any] = field(hash=False, compare=False)
-    samples_ns: tuple[int, ...] = field(hash=False, compare=False)
-    stages_ns: dict[str, list[int]] = field(hash=False, compare=False)
+    result: ResultRow = field(hash=False, compare=False)
+
+    @property
+    def runner(self) -> str:
+        return self.result.runner
+
+    @property
+    def case(self) -> str:
+        return self.result.case
+
+    @property
+    def status(self) -> str:
+        return self.result.status
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        return self.result.reasons
+
+    @property
+    def summary(self) -> Summary:
+        return self.result.summary
+
+    @property
+    def samples_ns(self) -> tuple[int, ...]:
+        return self.result.samples_ns
+
+    @property
+    def stages_ns(self) -> dict[str, tuple[int, ...]]:
+        return self.result.stages_ns  # type: ignore[return-value]
+
+    def stat(self, key: str) -> Any:
+        """A summary value by its receipt key (``p50_ns``, ``p99_ci_ns``...)."""
+        return getattr(self.result.summary, key)
 
     @property
     def valid(self) -> bool:
@@ -72,7 +99,7 @@ class Row:
 
     @property
     def measured(self) -> bool:
-        return bool(self.samples_ns) and isinstance(self.summary.get("p50_ns"), (int, float))
+        return self.result.measured
 
     def name(self, with_label: bool) -> str:
         return f"{self.label} · {self.runner}" if with_label else self.runner
@@ -100,20 +127,15 @@ def rows_of(receipts: Sequence[LabelledReceipt]) -> list[Row]:
     """Every result of every receipt, in receipt order, then case order, then runner order."""
     rows: list[Row] = []
     for i, rec in enumerate(receipts):
-        case_order = [c.get("name") for c in rec.data["task"].get("cases", [])]
-        runner_order = list(rec.data.get("settings", {}).get("runners", []))
-        results = list(rec.data["results"])
+        case_order = list(rec.data.case_names)
+        runner_order = list(rec.data.runners)
 
-        def key(r: dict[str, Any], co: list[Any] = case_order, ro: list[Any] = runner_order) -> tuple:
-            return (co.index(r["case"]) if r["case"] in co else len(co),
-                    ro.index(r["runner"]) if r["runner"] in ro else len(ro))
+        def key(r: ResultRow, co: list[str] = case_order, ro: list[str] = runner_order) -> tuple:
+            return (co.index(r.case) if r.case in co else len(co),
+                    ro.index(r.runner) if r.runner in ro else len(ro))
 
-        for r in sorted(results, key=key):
-            rows.append(Row(receipt=i, label=rec.label, runner=r["runner"], case=r["case"],
-                            status=r["status"], reasons=tuple(str(x) for x in r.get("reasons", [])),
-                            summary=dict(r.get("summary") or {}),
-                            samples_ns=tuple(r.get("samples_ns") or ()),
-                            stages_ns=dict(r.get("stages_ns") or {})))
+        for r in sorted(rec.data.results, key=key):
+            rows.append(Row(receipt=i, label=rec.label, result=r))
     if not rows:
         raise UsageError("nothing to plot: the receipts hold no results")
     return rows
@@ -129,18 +151,18 @@ def cases_in_order(rows: Iterable[Row]) -> list[str]:
 
 def check_same_contract(receipts: Sequence[LabelledReceipt]) -> None:
     """Refuse to put results measured under different contracts in one comparison."""
-    first = receipts[0].data["contract"]
+    first = receipts[0].data.contract
     for rec in receipts[1:]:
-        c = rec.data["contract"]
-        if c["hash"] != first["hash"]:
+        c = rec.data.contract
+        if c.hash != first.hash:
             raise UsageError(
                 f"cannot compare receipts under different contracts: {receipts[0].label} is "
-                f"{first['name']} ({first['hash'][:12]}), {rec.label} is {c['name']} ({c['hash'][:12]})")
+                f"{first.name} ({first.hash[:12]}), {rec.label} is {c.name} ({c.hash[:12]})")
 
 
-def device_of(receipt: dict[str, Any]) -> str:
+def device_of(receipt: Receipt) -> str:
     """environment.gpu.name when present, else 'device (cpu model)'."""
-    env = receipt.get("environment") or {}
+    env = receipt.environment
     gpu = env.get("gpu")
     if isinstance(gpu, dict) and gpu.get("name"):
         return str(gpu["name"])
@@ -158,15 +180,15 @@ def _unique(values: Iterable[str]) -> str:
 
 def context_line(receipts: Sequence[LabelledReceipt]) -> str:
     """Contract, task and size, device: the line every figure carries."""
-    c = receipts[0].data["contract"]
-    contract = f"contract {c['name']} ({c['first']}..{c['last']}, {c['clock']} clock)"
-    if len({r.data["contract"]["hash"] for r in receipts}) > 1:
-        contract = "contracts " + _unique(r.data["contract"]["name"] for r in receipts)
+    c = receipts[0].data.contract
+    contract = f"contract {c.name} ({c.first}..{c.last}, {c.clock} clock)"
+    if len({r.data.contract.hash for r in receipts}) > 1:
+        contract = "contracts " + _unique(r.data.contract.name for r in receipts)
 
-    def task(r: dict[str, Any]) -> str:
-        t = r["task"]
-        dtype = f" {t['dtype']}" if t.get("dtype") else ""
-        return f"{t.get('name')}/{t.get('size', '?')}{dtype}"
+    def task(r: Receipt) -> str:
+        t = r.task
+        dtype = f" {t.dtype}" if t.dtype else ""
+        return f"{t.name}/{t.size}{dtype}"
 
     return (f"{contract} · task {_unique(task(r.data) for r in receipts)} · "
             f"device {_unique(device_of(r.data) for r in receipts)}")
@@ -255,9 +277,10 @@ def stage_order(rows: Iterable[Row]) -> list[str]:
     return [s for s in STAGES if s in present]
 
 
-def baseline_of(receipt: dict[str, Any]) -> str | None:
-    comp = receipt.get("comparisons") or {}
-    return comp.get("baseline") or (receipt.get("settings") or {}).get("baseline")
+def baseline_of(receipt: Receipt) -> str | None:
+    comp = receipt.comparisons
+    base = comp.baseline if comp is not None else None
+    return base or (receipt.settings or {}).get("baseline")
 
 
 @dataclass(frozen=True)

@@ -71,7 +71,7 @@ def figure(receipts: Sequence[LabelledReceipt]) -> Figure:
             ax.step(x, y, where="post", color=colour, ls=ls, lw=1.7 if r.valid else 1.0,
                     alpha=1.0 if r.valid else 0.55, label=label, zorder=3)
             for key, q, marker in (("p50_ns", 0.5, "o"), ("p99_ns", 0.99, "^")):
-                v = r.summary.get(key)
+                v = r.stat(key)
                 if isinstance(v, (int, float)):
                     ax.plot([unit(v)], [q], marker=marker, ms=6, color=colour, mec="white", mew=0.8,
                             ls="", zorder=4, alpha=1.0 if r.valid else 0.55)

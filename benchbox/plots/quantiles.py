@@ -45,7 +45,7 @@ def _ratio_text(row: Row, rows: Sequence[Row], baseline: str | None, key: str) -
         return ""
     if not base[0].valid:
         return f"no ratio: {baseline} {base[0].status}"
-    b, v = base[0].summary.get(key), row.summary.get(key)
+    b, v = base[0].stat(key), row.stat(key)
     if not b or v is None:
         return ""
     return f"{v / b:.2f}× {baseline}"
@@ -75,7 +75,7 @@ def figure(receipts: Sequence[LabelledReceipt]) -> Figure:
     bad = [r for r in rows if not r.valid]
 
     values = [v for r in rows if r.measured for _, k, ci in QUANTS
-              for v in [r.summary.get(k), *(r.summary.get(ci) or [])] if v]
+              for v in [r.stat(k), *(r.stat(ci) or [])] if v]
     unit = time_unit(values)
 
     label_chars = max(len(s.case) if s.row is None else
@@ -98,7 +98,7 @@ def figure(receipts: Sequence[LabelledReceipt]) -> Figure:
         x += panel_in + 0.3
     for (qname, key, cikey), ax in zip(QUANTS, axes):
         pts = [v for r in rows if r.measured
-               for v in [r.summary.get(key), *(r.summary.get(cikey) or [])] if v]
+               for v in [r.stat(key), *(r.stat(cikey) or [])] if v]
         pts_u = [unit(v) for v in pts] or [1.0]
         log = wide_spread(pts_u)
         set_value_axis(ax, log, dense=math.log10(max(pts_u) / min(pts_u)) < 1.5)
@@ -111,8 +111,8 @@ def figure(receipts: Sequence[LabelledReceipt]) -> Figure:
                 hatch_band(ax, s.y, r.status)
             if not r.measured:
                 continue
-            v = unit(r.summary[key])
-            ci = r.summary.get(cikey)
+            v = unit(r.stat(key))
+            ci = r.stat(cikey)
             colour = runner_colour(r.runner) if r.valid else INVALID_COLOUR
             if ci is not None:
                 ax.errorbar([v], [s.y], xerr=[[v - unit(ci[0])], [unit(ci[1]) - v]], fmt="o",
@@ -158,7 +158,7 @@ def figure(receipts: Sequence[LabelledReceipt]) -> Figure:
 
     handles: list[Any] = [Line2D([], [], color=runner_colour(n), marker="o", lw=1.4, label=n)
                           for n in dict.fromkeys(r.runner for r in rows)]
-    if any(r.measured and any(r.summary.get(ci) is None for _, _, ci in QUANTS) for r in rows):
+    if any(r.measured and any(r.stat(ci) is None for _, _, ci in QUANTS) for r in rows):
         handles.append(Line2D([], [], ls="", marker="o", mfc="white", mec="#333333", mew=1.6,
                               label="CI unresolved (too few samples)"))
     sh = status_handles()

@@ -41,8 +41,8 @@ def figure(receipts: Sequence[LabelledReceipt]) -> Figure:
     rows = rows_of(receipts)
     multi = len(receipts) > 1
     slots = grouped_slots(rows)
-    contract = receipts[0].data["contract"]
-    region = set(contract["stages"])
+    contract = receipts[0].data.contract
+    region = set(contract.stages)
     stages = stage_order(rows)
     medians = {id(r): {s: float(np.median(r.stages_ns[s])) for s in stages if r.stages_ns.get(s)}
                for r in rows}
@@ -95,7 +95,7 @@ def figure(receipts: Sequence[LabelledReceipt]) -> Figure:
             ax.add_patch(Rectangle((unit(region_lo), s.y - BAR_H / 2 - 0.09), unit(region_hi - region_lo),
                                    BAR_H + 0.18, fill=False, edgecolor="black", lw=1.5, zorder=4))
         note = f"sum {fmt_value(unit(x))} {unit.name}"
-        p50 = r.summary.get("p50_ns")
+        p50 = r.stat("p50_ns")
         if isinstance(p50, (int, float)):
             note = f"timed p50 {fmt_value(unit(p50))} {unit.name} · " + note
         if region_lo is not None and region_hi is not None and len(region) < len(stages) and x > 0:
@@ -117,7 +117,7 @@ def figure(receipts: Sequence[LabelledReceipt]) -> Figure:
                                 alpha=1.0 if st in region else 0.45,
                                 label=st + ("" if st in region else " (outside)")) for st in stages]
     handles.append(Patch(fill=False, edgecolor="black", lw=1.5,
-                         label=f"timed by {contract['name']}: {contract['first']}..{contract['last']}"))
+                         label=f"timed by {contract.name}: {contract.first}..{contract.last}"))
     sh = status_handles()
     handles += [sh[s] for s in ("invalid", "failed") if any(r.status == s for r in rows)]
     fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.4 / height),

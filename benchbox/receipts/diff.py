@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from benchbox import stats
-from benchbox.errors import UsageError
+from benchbox.errors import FieldError, UsageError
+from benchbox.receipts.model import ContractRecord, Receipt, ResultRow
 
 VERDICTS = ("slower", "faster", "unchanged", "unresolved", "invalid", "new", "removed", "not comparable")
 #: Kinds of difference that make a row not comparable unless accepted with ``--accept``.
@@ -46,18 +47,18 @@ class DiffOptions:
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold < 1.0:
-            raise UsageError(f"threshold must be between 0% and 100%, got {self.threshold:.4g}")
+            raise FieldError("threshold", f"must be between 0% and 100%, got {self.threshold:.4g}")
         if self.metric not in METRICS:
-            raise UsageError(f"metric must be one of {', '.join(METRICS)}, got {self.metric!r}")
+            raise FieldError("metric", f"must be one of {', '.join(METRICS)}, got {self.metric!r}")
         if not 0.0 < self.alpha < 1.0:
-            raise UsageError(f"alpha must be between 0 and 1, got {self.alpha}")
+            raise FieldError("alpha", f"must be between 0 and 1, got {self.alpha}")
         if not 0.5 <= self.level < 1.0:
-            raise UsageError(f"level must be in [0.5, 1), got {self.level}")
+            raise FieldError("level", f"must be in [0.5, 1), got {self.level}")
         bad = sorted(set(self.accept) - set(ACCEPT_KINDS))
         if bad:
-            raise UsageError(f"--accept {bad[0]!r} is not one of {', '.join(ACCEPT_KINDS)}")
+            raise FieldError("accept", f"{bad[0]!r} is not one of {', '.join(ACCEPT_KINDS)}")
         if self.n_resamples < 100:
-            raise UsageError(f"n_resamples must be at least 100, got {self.n_resamples}")
+            raise FieldError("n_resamples", f"must be at least 100, got {self.n_resamples}")
 
 
 @dataclass(frozen=True)
@@ -162,17 +163,16 @@ def fmt_delta(ns: float) -> str:
 
 # -- refusals and comparability ------------------------------------------------------
 
-def _contract_label(c: dict[str, Any]) -> str:
-    return (f"{c.get('name')} v{c.get('version')} ({c.get('first')}..{c.get('last')}, "
-            f"{c.get('clock')} clock, hash {str(c.get('hash'))[:12]})")
+def _contract_label(c: ContractRecord) -> str:
+    return f"{c.name} v{c.version} ({c.first}..{c.last}, {c.clock} clock, hash {c.hash[:12]})"
 
 
-def check_contracts(base: dict[str, Any], head: dict[str, Any]) -> None:
+def check_contracts(base: Receipt, head: Receipt) -> None:
     """Refuse (ComparisonRefused) when the two receipts were measured under different contracts."""
-    cb, ch = base["contract"], head["contract"]
-    if cb["hash"] == ch["hash"]:
+    cb, ch = base.contract, head.contract
+    if cb.hash == ch.hash:
         return
-    sb, sh = list(cb.get("stages", [])), list(ch.get("stages", []))
+    sb, sh = list(cb.stages), list(ch.stages)
     parts = []
     only_b = [s for s in sb if s not in sh]
     only_h = [s for s in sh if s not in sb]
@@ -182,9 +182,10 @@ def check_contracts(base: dict[str, Any], head: dict[str, Any]) -> None:
         parts.append(f"only HEAD times {', '.join(only_h)}")
     if not parts:
         parts.append(f"both time {sb[0]}..{sb[-1]}" if sb else "same stages")
-    other = sorted(k for k in set(cb) | set(ch)
+    db, dh = cb.to_json(), ch.to_json()
+    other = sorted(k for k in set(db) | set(dh)
                    if k not in ("hash", "stages", "first", "last", "description", "source")
-                   and cb.get(k) != ch.get(k))
+                   and db.get(k) != dh.get(k))
     if other:
         parts.append(f"they also differ in {', '.join(other)}")
     raise ComparisonRefused(
@@ -193,36 +194,21 @@ def check_contracts(base: dict[str, Any], head: dict[str, Any]) -> None:
         "do not measure the same thing")
 
 
-def _device(r: dict[str, Any]) -> str:
-    env = r.get("environment") or {}
-    gpu = env.get("gpu")
-    if isinstance(gpu, dict) and gpu.get("name"):
-        return str(gpu["name"])
-    return str(env.get("device", "unknown"))
+def _model_facts(r: Receipt) -> dict[str, Any]:
+    return {"size": r.task.size, "dtype": r.task.dtype, "model_sha256": r.task.model_sha256}
 
 
-def _model_facts(r: dict[str, Any]) -> dict[str, Any]:
-    t = r.get("task") or {}
-    return {k: t.get(k) for k in ("size", "dtype", "model_sha256")}
-
-
-def _requests(r: dict[str, Any]) -> dict[str, Any]:
-    return {c.get("name"): c.get("request_sha256") for c in (r.get("task") or {}).get("cases", [])
-            if isinstance(c, dict)}
+def _requests(r: Receipt) -> dict[str, str]:
+    return {c.name: c.request_sha256 for c in r.task.cases}
 
 
 def _canon(x: Any) -> str:
     return json.dumps(x, sort_keys=True, separators=(",", ":"), default=str)
 
 
-def _report(row: dict[str, Any]) -> dict[str, Any]:
-    rep = row.get("runner_report")
-    return rep if isinstance(rep, dict) else {}
-
-
-def _fallback_changes(b: dict[str, Any], h: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    fb = [_canon(x) for x in _report(b).get("fallbacks") or []]
-    fh = [_canon(x) for x in _report(h).get("fallbacks") or []]
+def _fallback_changes(b: ResultRow, h: ResultRow) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    fb = [_canon(x.to_json()) for x in b.fallbacks]
+    fh = [_canon(x.to_json()) for x in h.fallbacks]
     return tuple(x for x in fh if x not in fb), tuple(x for x in fb if x not in fh)
 
 
@@ -241,10 +227,9 @@ def _incomparable(kinds: dict[str, str], accept: frozenset[str]) -> tuple[list[s
 
 # -- floors -----------------------------------------------------------------------
 
-def _floor(receipt: dict[str, Any], clock_used: str) -> float | None:
+def _floor(receipt: Receipt, clock_used: str) -> float | None:
     """The harness floor recorded in the receipt's calibration for this clock, if any."""
-    cal = receipt.get("calibration")
-    v = stats.floor_for(cal, clock_used) if isinstance(cal, dict) else None
+    v = receipt.floor(clock_used)
     return float(v) if v is not None else None
 
 
@@ -260,8 +245,8 @@ class _Pending:
     """A row whose metrics need Holm-adjusted p-values before the verdict."""
 
     key: tuple[str, str, str]
-    base: dict[str, Any]
-    head: dict[str, Any]
+    base: ResultRow
+    head: ResultRow
     a: np.ndarray  # sorted
     b: np.ndarray  # sorted
     floor: float | None
@@ -336,10 +321,9 @@ def _combine(metrics: list[MetricDiff]) -> tuple[str, str]:
     return verdict, "; ".join(m.reason for m in metrics if m.reason)
 
 
-def _explain(base: dict[str, Any], head: dict[str, Any],
-             floor: float | None) -> tuple[tuple[str, float], ...]:
+def _explain(base: ResultRow, head: ResultRow, floor: float | None) -> tuple[tuple[str, float], ...]:
     """The stages whose medians moved most, largest first."""
-    sb, sh = base.get("stages_ns") or {}, head.get("stages_ns") or {}
+    sb, sh = base.stages_ns, head.stages_ns
     moves = []
     for s in sb:
         if s in sh and sb[s] and sh[s]:
@@ -354,38 +338,34 @@ def _explain(base: dict[str, Any], head: dict[str, Any],
 
 # -- the diff ---------------------------------------------------------------------------
 
-def _index(r: dict[str, Any], where: str) -> dict[tuple[str, str, str], dict[str, Any]]:
-    task = str(r["task"]["name"])
-    out: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for row in r["results"]:
-        key = (task, row["case"], row["runner"])
+def _index(r: Receipt, where: str) -> dict[tuple[str, str, str], ResultRow]:
+    task = r.task.name
+    out: dict[tuple[str, str, str], ResultRow] = {}
+    for row in r.results:
+        key = (task, row.case, row.runner)
         if key in out:
             raise UsageError(f"{where}: two results for runner {key[2]!r}, case {key[1]!r}")
         out[key] = row
     return out
 
 
-def _usable(row: dict[str, Any]) -> bool:
-    return row["status"] == "valid" and len(row.get("samples_ns") or []) > 0
-
-
-def diff_receipts(base: dict[str, Any], head: dict[str, Any], options: DiffOptions | None = None,
+def diff_receipts(base: Receipt, head: Receipt, options: DiffOptions | None = None,
                   base_name: str = "BASE", head_name: str = "HEAD") -> DiffResult:
     """Compare two loaded receipts; raise ComparisonRefused for different contracts."""
     opts = options or DiffOptions()
     check_contracts(base, head)
     if "incomplete" not in opts.accept:
         for name, r in ((base_name, base), (head_name, head)):
-            if r.get("complete") is False:
-                why = r.get("interrupt_reason") or "the run did not finish"
+            if not r.is_complete:
+                why = r.interrupt_reason or "the run did not finish"
                 raise ComparisonRefused(f"{name} is an incomplete receipt ({why}): rows it lacks would "
                                         "read as removed; rerun it, or pass --accept incomplete")
     ib, ih = _index(base, base_name), _index(head, head_name)
     notes: list[str] = []
 
     run_kinds: dict[str, str] = {}
-    if _device(base) != _device(head):
-        run_kinds["device"] = f"{_device(base)} → {_device(head)}"
+    if base.device != head.device:
+        run_kinds["device"] = f"{base.device} → {head.device}"
     mb, mh = _model_facts(base), _model_facts(head)
     if mb != mh:
         run_kinds["model"] = _dict_changes(mb, mh)
@@ -402,29 +382,28 @@ def diff_receipts(base: dict[str, Any], head: dict[str, Any], options: DiffOptio
         if b is None or h is None:
             one = h if b is None else b
             verdict = "new" if b is None else "removed"
-            newly_invalid = b is None and one["status"] != "valid"
+            newly_invalid = b is None and one.status != "valid"
             rows[key] = DiffRow(task, case, runner, verdict,
                                 reason=f"only in {head_name if b is None else base_name}"
-                                + (f" ({one['status']})" if one["status"] != "valid" else ""),
-                                base_status=None if b is None else b["status"],
-                                head_status=None if h is None else h["status"],
+                                + (f" ({one.status})" if one.status != "valid" else ""),
+                                base_status=None if b is None else b.status,
+                                head_status=None if h is None else h.status,
                                 newly_invalid=newly_invalid)
             continue
         added, removed = _fallback_changes(b, h)
-        common = dict(base_status=b["status"], head_status=h["status"],
+        common = dict(base_status=b.status, head_status=h.status,
                       fallbacks_added=added, fallbacks_removed=removed)
-        if not (_usable(b) and _usable(h)):
-            bad = [f"{n} {r['status']}" + (f": {'; '.join(map(str, r.get('reasons') or []))}"
-                                            if r.get("reasons") else "")
-                   for n, r in ((base_name, b), (head_name, h)) if not _usable(r)]
+        if not (b.usable and h.usable):
+            bad = [f"{n} {r.status}" + (f": {'; '.join(r.reasons)}" if r.reasons else "")
+                   for n, r in ((base_name, b), (head_name, h)) if not r.usable]
             rows[key] = DiffRow(task, case, runner, "invalid", reason="; ".join(bad),
-                                newly_invalid=_usable(b) and not _usable(h), **common)
+                                newly_invalid=b.usable and not h.usable, **common)
             continue
         kinds = dict(run_kinds)
         if rq_b.get(case) != rq_h.get(case):
             kinds["model"] = "; ".join(x for x in (kinds.get("model"), f"request of case {case} differs")
                                        if x)
-        ob, oh = _report(b).get("options") or {}, _report(h).get("options") or {}
+        ob, oh = b.options, h.options
         if _canon(ob) != _canon(oh):
             kinds["options"] = _dict_changes(ob, oh)
         if added or removed:
@@ -436,13 +415,12 @@ def diff_receipts(base: dict[str, Any], head: dict[str, Any], options: DiffOptio
                                 + " --accept ".join(k for k in kinds if k not in opts.accept)
                                 + " to compare anyway)", accepted=tuple(accepted), **common)
             continue
-        fl = [f for f in (_floor(base, str(b.get("clock_used", "host"))),
-                          _floor(head, str(h.get("clock_used", "host")))) if f is not None]
+        fl = [f for f in (_floor(base, b.clock), _floor(head, h.clock)) if f is not None]
         floor = max(fl) if fl else None
         if floor is not None:
             floors.append(floor)
-        p = _Pending(key, b, h, np.sort(np.asarray(b["samples_ns"], dtype=np.float64)),
-                     np.sort(np.asarray(h["samples_ns"], dtype=np.float64)), floor,
+        p = _Pending(key, b, h, np.sort(np.asarray(b.samples_ns, dtype=np.float64)),
+                     np.sort(np.asarray(h.samples_ns, dtype=np.float64)), floor,
                      kw=dict(accepted=tuple(accepted), **common))
         _measure(p, opts)
         pending.append(p)
@@ -464,8 +442,8 @@ def diff_receipts(base: dict[str, Any], head: dict[str, Any], options: DiffOptio
                      "against a floor")
     ordered = tuple(rows[k] for k in [*ib, *(k for k in ih if k not in ib)])
     return DiffResult(base=base_name, head=head_name,
-                      contract={k: base["contract"].get(k) for k in ("name", "version", "first", "last",
-                                                                      "clock", "hash")},
+                      contract={k: getattr(base.contract, k) for k in ("name", "version", "first", "last",
+                                                                          "clock", "hash")},
                       options=opts, rows=ordered, notes=tuple(notes),
                       floor_ns=max(floors) if floors else None)
 
@@ -482,5 +460,5 @@ def accept_kinds(values: Iterable[str]) -> frozenset[str]:
     out = {v.strip() for item in values for v in item.split(",") if v.strip()}
     bad = sorted(out - set(ACCEPT_KINDS))
     if bad:
-        raise UsageError(f"--accept {bad[0]!r} is not one of {', '.join(ACCEPT_KINDS)}")
+        raise FieldError("accept", f"{bad[0]!r} is not one of {', '.join(ACCEPT_KINDS)}")
     return frozenset(out)

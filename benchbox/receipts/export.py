@@ -7,6 +7,7 @@ from typing import Any
 
 from benchbox.contracts import STAGES
 from benchbox.errors import MissingExtraError, UsageError
+from benchbox.receipts.model import Receipt, ResultRow
 
 FORMATS = ("pyperf", "csv", "parquet")
 _SUFFIX = {"pyperf": ".pyperf.json", "csv": ".csv", "parquet": ".parquet"}
@@ -18,65 +19,65 @@ def default_output(receipt_path: str | Path, fmt: str) -> Path:
     return p.with_name(p.stem + _SUFFIX[fmt])
 
 
-def _rows_with_samples(receipt: dict[str, Any]) -> list[dict[str, Any]]:
-    rows = [r for r in receipt["results"] if r.get("samples_ns")]
+def _rows_with_samples(receipt: Receipt) -> list[ResultRow]:
+    rows = [r for r in receipt.results if r.samples_ns]
     if not rows:
         raise UsageError("receipt has no result with samples to export")
     return rows
 
 
-def to_pyperf(receipt: dict[str, Any]) -> Any:
+def to_pyperf(receipt: Receipt) -> Any:
     """A pyperf.BenchmarkSuite: one benchmark per (runner, case), values in seconds."""
     try:
         import pyperf
     except ImportError:
         raise MissingExtraError("pyperf", "analysis") from None
-    c = receipt["contract"]
-    task = receipt["task"]
+    c = receipt.contract
+    task = receipt.task
     benches = []
     for r in _rows_with_samples(receipt):
         meta = {
-            "name": f"{task['name']}/{r['case']}/{r['runner']}",
+            "name": f"{task.name}/{r.case}/{r.runner}",
             "unit": "second",
-            "description": f"benchbox {c['name']} ({c['first']}..{c['last']}, {c['clock']} clock)",
-            "benchbox_task": str(task["name"]),
-            "benchbox_size": str(task.get("size", "")),
-            "benchbox_case": r["case"],
-            "benchbox_runner": r["runner"],
-            "benchbox_status": r["status"],
-            "benchbox_contract": str(c["name"]),
-            "benchbox_contract_hash": str(c["hash"]),
-            "benchbox_version": str(receipt.get("benchbox_version", "")),
+            "description": f"benchbox {c.name} ({c.first}..{c.last}, {c.clock} clock)",
+            "benchbox_task": task.name,
+            "benchbox_size": task.size,
+            "benchbox_case": r.case,
+            "benchbox_runner": r.runner,
+            "benchbox_status": r.status,
+            "benchbox_contract": c.name,
+            "benchbox_contract_hash": c.hash,
+            "benchbox_version": receipt.benchbox_version,
         }
-        values = [v / 1e9 for v in r["samples_ns"]]
+        values = [v / 1e9 for v in r.samples_ns]
         run = pyperf.Run(values, metadata={k: v for k, v in meta.items() if v != ""},
                          collect_metadata=False)
         benches.append(pyperf.Benchmark([run]))
     return pyperf.BenchmarkSuite(benches)
 
 
-def to_frame(receipt: dict[str, Any]) -> Any:
+def to_frame(receipt: Receipt) -> Any:
     """A polars DataFrame with one row per sample and one column per stage (nanoseconds)."""
     try:
         import polars as pl
     except ImportError:
         raise MissingExtraError("polars", "analysis") from None
-    c = receipt["contract"]
+    c = receipt.contract
     cols: dict[str, list[Any]] = {k: [] for k in ("task", "contract", "contract_hash", "runner", "case",
                                                   "status", "sample", "region_ns")}
     for s in STAGES:
         cols[f"{s}_ns"] = []
     for r in _rows_with_samples(receipt):
-        n = len(r["samples_ns"])
-        stages = r.get("stages_ns") or {}
-        cols["task"] += [receipt["task"]["name"]] * n
-        cols["contract"] += [c["name"]] * n
-        cols["contract_hash"] += [c["hash"]] * n
-        cols["runner"] += [r["runner"]] * n
-        cols["case"] += [r["case"]] * n
-        cols["status"] += [r["status"]] * n
+        n = len(r.samples_ns)
+        stages = r.stages_ns
+        cols["task"] += [receipt.task.name] * n
+        cols["contract"] += [c.name] * n
+        cols["contract_hash"] += [c.hash] * n
+        cols["runner"] += [r.runner] * n
+        cols["case"] += [r.case] * n
+        cols["status"] += [r.status] * n
         cols["sample"] += list(range(n))
-        cols["region_ns"] += list(r["samples_ns"])
+        cols["region_ns"] += list(r.samples_ns)
         for s in STAGES:
             v = list(stages.get(s) or [])[:n]
             cols[f"{s}_ns"] += v + [None] * (n - len(v))
@@ -84,7 +85,7 @@ def to_frame(receipt: dict[str, Any]) -> Any:
     return pl.DataFrame(cols, schema=schema)
 
 
-def export_receipt(receipt: dict[str, Any], fmt: str, out: str | Path) -> Path:
+def export_receipt(receipt: Receipt, fmt: str, out: str | Path) -> Path:
     """Write ``receipt`` in ``fmt`` (pyperf, csv or parquet) to ``out``; return the path."""
     if fmt not in FORMATS:
         raise UsageError(f"export format must be one of {', '.join(FORMATS)}, got {fmt!r}")

@@ -1,8 +1,9 @@
-"""Receipts: build, write atomically, load with validation and migration.
+"""Receipts on disk: write atomically, load with migration and the model's checks.
 
 A receipt is data only: it is read with ``json`` (never pickle, eval or a
-loader that can build objects), and every problem with one gives a
-:class:`~benchbox.errors.UsageError` with one line, never a traceback.
+loader that can build objects), decoded into :class:`benchbox.receipts.model.Receipt`,
+and every problem with one gives a :class:`~benchbox.errors.UsageError` with one
+line, never a traceback.
 """
 
 from __future__ import annotations
@@ -17,22 +18,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchbox.contracts import STAGES
-from benchbox.errors import UsageError
+from benchbox.errors import UsageError, first_line
+from benchbox.receipts.model import SCHEMA_VERSION, Receipt, decode_receipt
+from benchbox.receipts.typed import plain
 
-SCHEMA_VERSION = 1
 #: Receipts larger than this are refused rather than read into memory.
 MAX_RECEIPT_BYTES = 256 * 1024**2
 #: Deepest nesting of arrays and objects a receipt may have (real ones stay under 10).
 MAX_DEPTH = 64
-#: Sample values are nanoseconds in a signed 64-bit integer.
-MAX_NS = 2**63 - 1
-STATUSES = ("valid", "invalid", "failed")
 
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
-#: schema_version N → function that turns a version-N receipt into version N+1.
-#: Version 1 is the first and current version, so the chain is empty today; the
-#: loader walks it whenever SCHEMA_VERSION moves on (tests register one to prove it).
+#: schema_version N → function that turns a version-N document into version N+1. The loader
+#: walks the chain from a receipt's version up to SCHEMA_VERSION before decoding it.
 MIGRATIONS: dict[int, Migration] = {}
 
 
@@ -40,27 +37,13 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def _plain(x: Any) -> Any:
-    """A JSON-ready copy: numpy values become Python ones, NaN/±inf become null."""
-    if isinstance(x, dict):
-        return {str(k): _plain(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_plain(v) for v in x]
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if isinstance(x, (str, int, bool)) or x is None:
-        return x
-    if hasattr(x, "tolist"):  # numpy scalars and arrays
-        return _plain(x.tolist())
-    return str(x)
-
-
-def encode_receipt(receipt: dict[str, Any]) -> bytes:
+def encode_receipt(receipt: Receipt | dict[str, Any]) -> bytes:
     """The receipt as JSON bytes; values JSON cannot hold are made plain rather than lost."""
+    doc = receipt.to_json() if isinstance(receipt, Receipt) else receipt
     try:
-        return json.dumps(receipt, indent=1, allow_nan=False).encode()
+        return json.dumps(doc, indent=1, allow_nan=False).encode()
     except (TypeError, ValueError):
-        return json.dumps(_plain(receipt), indent=1, allow_nan=False).encode()
+        return json.dumps(plain(doc), indent=1, allow_nan=False).encode()
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -82,7 +65,7 @@ def _umask() -> int:
     return mask
 
 
-def write_receipt(path: Path, receipt: dict[str, Any]) -> None:
+def write_receipt(path: Path, receipt: Receipt | dict[str, Any]) -> None:
     """Write atomically: a temporary file in the same folder, fsync, rename, fsync the folder.
 
     A reader (or a crash at any instant) sees either the previous receipt or the
@@ -152,7 +135,7 @@ def migrate(data: dict[str, Any], where: str) -> dict[str, Any]:
     return data
 
 
-def parse_receipt(text: str | bytes, where: str) -> dict[str, Any]:
+def parse_receipt(text: str | bytes, where: str) -> Receipt:
     """Parse, migrate and check a receipt; raise UsageError with one line on any problem."""
     if len(text) > MAX_RECEIPT_BYTES:
         raise UsageError(f"{where}: receipt is over the {MAX_RECEIPT_BYTES}-byte limit")
@@ -161,7 +144,7 @@ def parse_receipt(text: str | bytes, where: str) -> dict[str, Any]:
     except RecursionError:
         raise UsageError(f"{where}: not a receipt: JSON nested too deeply") from None
     except (ValueError, UnicodeDecodeError) as e:
-        raise UsageError(f"{where}: not a receipt: invalid JSON ({_first_line(e)})") from None
+        raise UsageError(f"{where}: not a receipt: invalid JSON ({first_line(e, 200)})") from None
     if not isinstance(data, dict):
         raise UsageError(f"{where}: not a receipt: the top level is not an object")
     _check_tree(data, where)
@@ -173,17 +156,10 @@ def parse_receipt(text: str | bytes, where: str) -> dict[str, Any]:
                          f"understands ({SCHEMA_VERSION}); upgrade benchbox")
     if version < 1:
         raise UsageError(f"{where}: receipt schema_version {version} is not valid")
-    data = migrate(data, where)
-    check_receipt(data, where)
-    return data
+    return decode_receipt(migrate(data, where), where)
 
 
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return (text.splitlines()[0] if text else type(e).__name__)[:200]
-
-
-def load_receipt(path: str | Path) -> dict[str, Any]:
+def load_receipt(path: str | Path) -> Receipt:
     """Read, parse, migrate and check the receipt at ``path`` (UsageError on any problem)."""
     p = Path(path)
     try:
@@ -204,137 +180,6 @@ def load_receipt(path: str | Path) -> dict[str, Any]:
     except (OSError, ValueError) as e:  # ValueError: a path with a NUL byte
         raise UsageError(f"{p}: cannot read: {getattr(e, 'strerror', None) or e}") from None
     return parse_receipt(blob, str(p))
-
-
-def _expect(cond: bool, where: str, msg: str) -> None:
-    if not cond:
-        raise UsageError(f"{where}: invalid receipt: {msg}")
-
-
-def _is_int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def _is_num(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-
-def _ns_list(x: Any) -> bool:
-    return isinstance(x, list) and all(_is_int(v) and 0 <= v <= MAX_NS for v in x)
-
-
-def _str_list(x: Any) -> bool:
-    return isinstance(x, list) and all(isinstance(v, str) for v in x)
-
-
-def _opt(d: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> bool:
-    """True when ``key`` is absent or holds a ``kind`` (booleans are never numbers)."""
-    if key not in d:
-        return True
-    v = d[key]
-    if isinstance(v, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
-        return False
-    return isinstance(v, kind)
-
-
-_SUMMARY_NS = ("p50_ns", "p90_ns", "p99_ns", "mean_ns", "min_ns", "max_ns")
-_SUMMARY_CI = ("p50_ci_ns", "p90_ci_ns", "p99_ci_ns")
-
-
-def _check_summary(s: dict[str, Any], where: str, at: str) -> None:
-    _expect(_opt(s, "n", int) and s.get("n", 0) >= 0, where, f"{at}.summary.n is not a count")
-    for key in _SUMMARY_NS:
-        v = s.get(key)
-        _expect(v is None or (_is_int(v) and 0 <= v <= MAX_NS), where,
-                f"{at}.summary.{key} is not a non-negative integer")
-    for key in _SUMMARY_CI:
-        v = s.get(key)
-        _expect(v is None or (_ns_list(v) and len(v) == 2), where,
-                f"{at}.summary.{key} is not null or a [lo, hi] pair of integers")
-
-
-def _check_row(row: Any, where: str, at: str) -> None:
-    _expect(isinstance(row, dict), where, f"{at} is not an object")
-    for key in ("runner", "case", "status"):
-        _expect(isinstance(row.get(key), str), where, f"{at}.{key} missing or not a string")
-    _expect(row["status"] in STATUSES, where, f"{at}.status {row['status'][:40]!r} is not one of "
-            f"{', '.join(STATUSES)}")
-    _expect(_ns_list(row.get("samples_ns", [])), where,
-            f"{at}.samples_ns is not a list of non-negative 64-bit integers")
-    stages = row.get("stages_ns", {})
-    _expect(isinstance(stages, dict), where, f"{at}.stages_ns is not an object")
-    for s, v in stages.items():
-        _expect(s in STAGES and _ns_list(v), where,
-                f"{at}.stages_ns.{s[:40]} is not a stage's integer list")
-    _expect(_str_list(row.get("reasons", [])), where, f"{at}.reasons is not a list of strings")
-    summary = row.get("summary", {})
-    _expect(isinstance(summary, dict), where, f"{at}.summary is not an object")
-    _check_summary(summary, where, at)
-    _expect(_opt(row, "runner_report", dict), where, f"{at}.runner_report is not an object")
-    report = row.get("runner_report") or {}
-    _expect(_opt(report, "options", dict) and _opt(report, "versions", dict), where,
-            f"{at}.runner_report.options/versions is not an object")
-    fallbacks = report.get("fallbacks", [])
-    _expect(isinstance(fallbacks, list) and all(isinstance(f, dict) and _opt(f, "count", int)
-                                                for f in fallbacks),
-            where, f"{at}.runner_report.fallbacks is not a list of objects")
-    acc = row.get("accuracy")
-    _expect(acc is None or isinstance(acc, dict), where, f"{at}.accuracy is not null or an object")
-    if isinstance(acc, dict):
-        _expect(_opt(acc, "passed", bool), where, f"{at}.accuracy.passed is not a boolean")
-        _expect(_opt(acc, "gates", list), where, f"{at}.accuracy.gates is not a list")
-
-
-def _check_comparisons(comp: Any, where: str) -> None:
-    _expect(isinstance(comp, dict), where, "comparisons is not an object")
-    _expect(_opt(comp, "baseline", (str, type(None))), where, "comparisons.baseline is not a string")
-    _expect(_opt(comp, "rows", list) and _opt(comp, "excluded", list), where,
-            "comparisons.rows/excluded is not a list")
-    _expect(not comp.get("rows") or isinstance(comp.get("baseline"), str), where,
-            "comparisons.baseline missing")
-    for i, row in enumerate(comp.get("rows", [])):
-        _expect(isinstance(row, dict) and isinstance(row.get("runner"), str)
-                and isinstance(row.get("case"), str) and _is_num(row.get("p50_ratio"))
-                and _opt(row, "p99_ratio", (int, float))
-                and all(row.get(k) is None or (isinstance(row[k], list) and len(row[k]) == 2
-                                               and all(_is_num(v) for v in row[k]))
-                        for k in ("p50_ratio_ci", "p99_ratio_ci"))
-                and _opt(row, "p50_verdict", (str, type(None))), where,
-                f"comparisons.rows[{i}] needs runner, case, numeric ratios and [lo, hi] intervals")
-    for i, ex in enumerate(comp.get("excluded", [])):
-        _expect(isinstance(ex, dict) and all(isinstance(ex.get(k), str)
-                                             for k in ("runner", "case", "status")),
-                where, f"comparisons.excluded[{i}] needs runner, case and status strings")
-
-
-def check_receipt(r: dict[str, Any], where: str) -> None:
-    """Structural checks on the v1 keys that tools rely on (others may add fields freely)."""
-    for key, kind in (("contract", dict), ("task", dict), ("results", list),
-                      ("environment", dict), ("benchbox_version", str)):
-        _expect(isinstance(r.get(key), kind), where, f"'{key}' missing or not a {kind.__name__}")
-    _expect(_opt(r, "created_at", str), where, "created_at is not a string")
-    _expect(_str_list(r.get("command", [])), where, "command is not a list of strings")
-    _expect(_opt(r, "complete", bool) and _opt(r, "interrupted", bool), where,
-            "complete/interrupted is not a boolean")
-    _expect(_opt(r, "calibration", dict) and _opt(r, "settings", dict), where,
-            "calibration/settings is not an object")
-    _expect(_opt(r.get("calibration") or {}, "floors", dict), where, "calibration.floors is not an object")
-    c = r["contract"]
-    for key in ("name", "first", "last", "clock", "hash"):
-        _expect(isinstance(c.get(key), str), where, f"contract.{key} missing or not a string")
-    _expect(isinstance(c.get("stages"), list) and bool(c["stages"])
-            and all(isinstance(s, str) and s in STAGES for s in c["stages"]),
-            where, "contract.stages missing, empty or holds an unknown stage")
-    _expect(_opt(c, "version", int), where, "contract.version is not an integer")
-    t = r["task"]
-    _expect(isinstance(t.get("name"), str), where, "task.name missing or not a string")
-    cases = t.get("cases", [])
-    _expect(isinstance(cases, list) and all(isinstance(x, dict) and isinstance(x.get("name"), str)
-                                            for x in cases), where, "task.cases is not a list of named cases")
-    for i, row in enumerate(r["results"]):
-        _check_row(row, where, f"results[{i}]")
-    if "comparisons" in r:
-        _check_comparisons(r["comparisons"], where)
 
 
 def schema_path() -> Path:

@@ -1,21 +1,72 @@
-"""Runners: the interface and the registry of built-in runners."""
+"""Runners: the interface and the registry of built-in runners.
+
+The registry is torch-free: each runner is declared by the class that implements it
+("module:Class", imported only when used) and the command-line aliases it offers for
+its options (``--compile-mode`` is ``torch-compile``'s ``mode``). The accepted option
+keys and their checks live on the class (``OPTION_KEYS``, ``check_options``) and run
+once, before anything is measured.
+"""
 
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 from typing import Any
 
 from benchbox.errors import UsageError
 from benchbox.runners.base import Phases, Runner, RunnerUnavailable
 
-__all__ = ["Phases", "Runner", "RunnerUnavailable", "RUNNERS", "runner_class", "availability"]
+__all__ = ["CliAlias", "Phases", "Runner", "RunnerEntry", "RunnerUnavailable", "RUNNERS", "ENTRIES",
+           "availability", "make_runner", "runner_class"]
 
-#: runner name → "module:Class", imported only when used
-RUNNERS: dict[str, str] = {
-    "torch-eager": "benchbox.runners.torch_eager:TorchEagerRunner",
-    "torch-compile": "benchbox.runners.torch_compile:TorchCompileRunner",
-    "tensorrt": "benchbox.runners.tensorrt:TensorRTRunner",
+
+@dataclass(frozen=True)
+class CliAlias:
+    """A command-line flag that sets one runner option.
+
+    ``kind``: ``value`` (one value), ``list`` (repeatable, a list), ``pairs`` (repeatable
+    KEY=VALUE, a dict). ``choices`` restricts a value; ``default`` is the option's value
+    when the flag is not given (None: the runner's own default applies).
+    """
+
+    flag: str
+    option: str
+    help: str
+    kind: str = "value"
+    choices: tuple[str, ...] = ()
+    default: Any = None
+    metavar: str | None = None
+
+
+@dataclass(frozen=True)
+class RunnerEntry:
+    """A registered runner: where its class lives and the flags it adds to ``benchbox run``."""
+
+    target: str
+    summary: str
+    aliases: tuple[CliAlias, ...] = ()
+
+
+ENTRIES: dict[str, RunnerEntry] = {
+    "torch-eager": RunnerEntry("benchbox.runners.torch_eager:TorchEagerRunner",
+                               "eager PyTorch, the model as written (the baseline)"),
+    "torch-compile": RunnerEntry(
+        "benchbox.runners.torch_compile:TorchCompileRunner",
+        "torch.compile with inductor (max-autotune by default)",
+        (CliAlias("--compile-mode", "mode", "torch.compile mode for torch-compile.", default="max-autotune"),
+         CliAlias("--compile-option", "inductor_options", "Inductor option KEY=VALUE for torch-compile "
+                  "(repeatable).", kind="pairs", metavar="KEY=VALUE"),
+         CliAlias("--aten-fallback", "aten_fallbacks", "Operator torch-compile must run in ATen, e.g. "
+                  "layer_norm (repeatable).", kind="list", metavar="OP"))),
+    "tensorrt": RunnerEntry(
+        "benchbox.runners.tensorrt:TensorRTRunner",
+        "native TensorRT (full TensorRT or TensorRT for RTX) from an ONNX export",
+        (CliAlias("--tensorrt-flavour", "flavour", "TensorRT flavour: full TensorRT or TensorRT for RTX "
+                  "(auto: full TensorRT when it works here).", choices=("auto", "tensorrt", "tensorrt_rtx"),
+                  default="auto"),)),
 }
+#: runner name → "module:Class"
+RUNNERS: dict[str, str] = {name: e.target for name, e in ENTRIES.items()}
 
 
 def runner_class(name: str) -> type[Runner]:

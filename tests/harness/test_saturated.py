@@ -16,10 +16,10 @@ from benchbox.errors import UsageError
 from benchbox.harness import Harness, Measurement
 from benchbox.harness.calibration import NullRunner, NullTask
 from benchbox.harness.loop import clock_cross_check
-from benchbox.receipts import load_receipt
-from benchbox.run import RunConfig, _merge, run
+from benchbox.harness.schedule import merge
+from benchbox.run import RunConfig, run
+from tests.support import REPO, loaded
 
-REPO = Path(__file__).resolve().parents[1]
 SAT = {"name": "sat", "version": 1, "stages": ["compute"], "clock": "device",
        "policy": {"fresh_request": False, "saturated": True}}
 
@@ -203,7 +203,7 @@ def test_merging_a_saturated_pass_keeps_its_batch_and_host_span_for_the_cross_ch
     contract = contract_from_dict(SAT)
     part = Measurement(samples_ns=[1000] * 10, clock_used="device", batch=8, host_span_ns=100_000)
     merged = Measurement()
-    _merge(merged, part, first=True)
+    merge(merged, part, first=True)
     assert (merged.batch, merged.host_span_ns) == (8, 100_000)
     assert clock_cross_check(merged, contract)["violations"] == 0
 
@@ -211,7 +211,7 @@ def test_merging_a_saturated_pass_keeps_its_batch_and_host_span_for_the_cross_ch
 def test_device_throughput_runs_beside_a_per_call_contract_on_the_cpu(tmp_path: Path) -> None:
     outcome = run(RunConfig(contracts=("model_io_wall", "device_throughput"), runners=("torch-eager",),
                             cases=("invoice",), samples=20, warmup=2, out=tmp_path / "r.json"))
-    io, sat = (load_receipt(o.path) for o in outcome.all)
+    io, sat = (loaded(o.path) for o in outcome.all)
     assert sat["contract"]["name"] == "device_throughput" and sat["complete"] is True
     row = sat["results"][0]
     assert row["status"] == "valid" and len(row["samples_ns"]) == 20

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-import benchbox.run as run_mod
 from benchbox.contracts import load_contract
-from benchbox.receipts import load_receipt
+from benchbox.receipts import build
 from benchbox.run import RunConfig, out_paths, run
+from tests.support import loaded
 
 
 def test_out_paths_one_and_several() -> None:
@@ -22,10 +22,10 @@ def test_several_contracts_give_one_receipt_each_from_one_preparation(tmp_path: 
     outcome = run(RunConfig(contracts=("public_task_call_wall", "model_io_wall", "device_compute"),
                             runners=("torch-eager",), cases=("invoice", "video"), samples=30, warmup=2,
                             out=tmp_path / "r.json"))
-    names = [o.receipt["contract"]["name"] for o in outcome.all]
+    names = [o.receipt.to_json()["contract"]["name"] for o in outcome.all]
     assert names == ["public_task_call_wall", "model_io_wall", "device_compute"]
     for o in outcome.all:
-        r = load_receipt(o.path)
+        r = loaded(o.path)
         assert o.path == tmp_path / f"r.{r['contract']['name']}.json"
         assert r["complete"] is True
         assert r["contract"]["hash"] == load_contract(r["contract"]["name"]).hash
@@ -63,10 +63,10 @@ def test_samples_survive_a_simulated_statistics_failure(tmp_path: Path,
     def broken(samples: object, *a: object, **k: object) -> None:
         raise ArithmeticError("simulated failure in the statistics")
 
-    monkeypatch.setattr(run_mod, "summarize", broken)
+    monkeypatch.setattr(build, "summarize", broken)
     outcome = run(RunConfig(runners=("torch-eager",), cases=("invoice",), samples=25, warmup=1,
                             out=tmp_path / "r.json"))
-    row = load_receipt(outcome.path)["results"][0]
+    row = loaded(outcome.path)["results"][0]
     assert row["status"] == "failed" and "statistics failed" in row["reasons"][0]
     assert len(row["samples_ns"]) == 25 and len(row["stages_ns"]["compute"]) == 25
     assert not outcome.ok
@@ -89,7 +89,7 @@ def test_contract_forbidding_cuda_graphs_switches_them_off_in_the_compiled_runne
                             samples=5, warmup=1, out=tmp_path / "r.json",
                             runner_options={"torch-compile": {"mode": "reduce-overhead",
                                                               "cold_warm": False}}))
-    rep = load_receipt(outcome.path)["results"][0]["runner_report"]
+    rep = loaded(outcome.path)["results"][0]["runner_report"]
     assert rep["policy_applied"] == {"cuda_graphs_allowed": False, "changed": ["triton.cudagraphs=False"]}
     assert rep["applied_options"]["torch_compile_options"]["triton.cudagraphs"] is False
 
@@ -138,14 +138,14 @@ def test_sigint_during_compilation_stops_at_once_and_keeps_finished_rows(tmp_pat
     _, err = p.communicate(timeout=120)
     assert p.returncode == 130, err[-2000:]
     assert time.monotonic() - sent < 30
-    r = load_receipt(out)
+    r = loaded(out)
     assert r["complete"] is False and r["interrupted"] is True
     assert [(x["runner"], x["status"]) for x in r["results"]] == [("torch-eager", "valid")]
 
 
 @pytest.mark.parametrize(("args", "needle"), [
-    (["--baseline", "nosuch"], "--baseline 'nosuch' is not one of the runners"),
-    (["--gate", "logit_error=1"], "--gate 'logit_error'"),
+    (["--baseline", "nosuch"], "--baseline: 'nosuch' is not one of the runners"),
+    (["--gate", "logit_error=1"], "--gate: 'logit_error'"),
     (["--gate", "prob_max_abs=abc"], "the threshold must be a number"),
     (["--device", "cuda:x"], "unknown device 'cuda:x'"),
     (["--runner-option", "torch-eager:threads=2"], "torch-eager: unknown option 'threads' (options: none)"),

@@ -20,6 +20,7 @@ from benchbox.errors import UsageError
 from benchbox.plots import figure, label_receipts, render
 from benchbox.plots._common import runner_colour
 from benchbox.receipts import load_receipt
+from tests.support import loaded
 
 KINDS_ONE = ("quantiles", "stages", "ecdf")
 
@@ -106,7 +107,7 @@ def test_every_single_receipt_kind_renders_a_valid_image(eager_receipt_path: Pat
 @pytest.mark.parametrize("kind", KINDS_ONE)
 def test_title_carries_contract_task_size_and_device(eager_receipt_path: Path, kind: str) -> None:
     texts = _texts(_fig([eager_receipt_path], kind))
-    r = load_receipt(eager_receipt_path)
+    r = loaded(eager_receipt_path)
     line = next(t for t in texts if t.startswith("contract "))
     assert r["contract"]["name"] in line
     assert f"{r['task']['name']}/{r['task']['size']}" in line
@@ -114,7 +115,7 @@ def test_title_carries_contract_task_size_and_device(eager_receipt_path: Path, k
 
 
 def test_quantiles_labels_invalid_and_failed_rows(bad_receipt_path: Path) -> None:
-    r = load_receipt(bad_receipt_path)
+    r = loaded(bad_receipt_path)
     assert {row["status"] for row in r["results"]} == {"invalid", "failed"}
     fig = _fig([bad_receipt_path])
     ax = fig.axes[0]
@@ -138,7 +139,7 @@ def test_other_kinds_do_not_drop_invalid_or_failed_rows(bad_receipt_path: Path, 
 
 
 def test_ratio_against_baseline_annotated(two_runner_path: Path) -> None:
-    r = load_receipt(two_runner_path)
+    r = loaded(two_runner_path)
     assert r["comparisons"]["baseline"] == "torch-compile"
     row = next(c for c in r["comparisons"]["rows"] if c["runner"] == "torch-eager")
     texts = _texts(_fig([two_runner_path]))
@@ -148,7 +149,7 @@ def test_ratio_against_baseline_annotated(two_runner_path: Path) -> None:
 
 
 def test_unresolved_interval_drawn_hollow_and_noted(eager_receipt_path: Path) -> None:
-    r = load_receipt(eager_receipt_path)
+    r = loaded(eager_receipt_path)
     assert all(row["summary"]["p99_ci_ns"] is None for row in r["results"])  # 40 samples: too few
     fig = _fig([eager_receipt_path])
     p99_ax = fig.axes[1]
@@ -162,7 +163,7 @@ def test_unresolved_interval_drawn_hollow_and_noted(eager_receipt_path: Path) ->
 def test_stages_outline_the_contract_region(io_receipt_path: Path) -> None:
     from matplotlib.patches import Rectangle
 
-    r = load_receipt(io_receipt_path)
+    r = loaded(io_receipt_path)
     stages = r["results"][0]["stages_ns"]
     med = {s: float(np.median(v)) for s, v in stages.items()}
     start = (med["parse"] + med["preprocess"]) / 1e6

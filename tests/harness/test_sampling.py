@@ -13,12 +13,13 @@ import pytest
 from click.testing import CliRunner
 
 from benchbox.cli import main
-from benchbox.errors import UsageError
+from benchbox.errors import FieldError
 from benchbox.harness.loop import Measurement
 from benchbox.harness.sampling import DEFAULT_SAMPLES, AdaptiveStop, SamplingPolicy
 from benchbox.run import RunConfig, run
 from benchbox.stats import min_n_for_ci
 from benchbox.tasks import Case, Task
+from tests.support import one_line_exit_2
 
 
 @dataclass
@@ -129,14 +130,21 @@ def test_fixed_policy_and_defaults_resolve_p99() -> None:
     assert SamplingPolicy(samples=100).describe()["p99_resolvable"] is False
 
 
-@pytest.mark.parametrize("kw, msg", [
-    ({"samples": 0}, "--samples"), ({"warmup": -1}, "--warmup"),
-    ({"target_ci_pct": 0.0}, "--target-ci"), ({"target_ci_pct": 1.0, "max_samples": 0}, "--max-samples"),
-    ({"target_ci_pct": 1.0, "max_time_s": 0.0}, "--max-time"),
+@pytest.mark.parametrize("kw, field, flag, cli", [
+    ({"samples": 0}, "samples", "--samples", ["--samples", "0"]),
+    ({"warmup": -1}, "warmup", "--warmup", ["--warmup", "-1"]),
+    ({"target_ci_pct": 0.0}, "target_ci", "--target-ci", ["--target-ci", "0"]),
+    ({"target_ci_pct": 1.0, "max_samples": 0}, "max_samples", "--max-samples",
+     ["--target-ci", "1", "--max-samples", "0"]),
+    ({"target_ci_pct": 1.0, "max_time_s": 0.0}, "max_time_s", "--max-time",
+     ["--target-ci", "1", "--max-time", "0"]),
 ])
-def test_bad_policy_values_are_usage_errors(kw: dict[str, Any], msg: str) -> None:
-    with pytest.raises(UsageError, match=msg):
+def test_bad_policy_values_name_the_field_and_the_cli_shows_the_flag(
+        kw: dict[str, Any], field: str, flag: str, cli: list[str]) -> None:
+    with pytest.raises(FieldError) as e:
         SamplingPolicy(**kw)
+    assert e.value.field == field and str(e.value).startswith(f"{field}: ")
+    assert one_line_exit_2(["run", *cli]).startswith(f"benchbox: error: {flag}: ")
 
 
 @pytest.mark.parametrize("value", ["abc", "0", "150%", "-1%"])
@@ -149,4 +157,5 @@ def test_cli_rejects_bad_target_ci_in_one_line(value: str) -> None:
 def test_cli_accepts_percent_sign() -> None:
     from benchbox.cli import _percent
 
-    assert _percent("1%") == 1.0 and _percent(" 0.5 % ") == 0.5 and _percent(None) is None
+    assert _percent("1%", "--target-ci") == 1.0 and _percent(" 0.5 % ", "--target-ci") == 0.5
+    assert _percent(None, "--target-ci") is None

@@ -1,19 +1,16 @@
-"""Rendering of diffs (terminal, markdown) and of several receipts side by side."""
+"""Rendering of diffs: terminal table, markdown (PR comment, step summary), JSON."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any
+import os
 
 from benchbox.receipts.diff import DiffResult, DiffRow
+from benchbox.render.common import md as _md
+from benchbox.render.common import ms as _ms
 
 _MARK = {"slower": "🔴", "faster": "🟢", "unchanged": "⚪", "unresolved": "🟡", "invalid": "❌",
          "new": "🆕", "removed": "➖", "not comparable": "⛔"}
-
-
-def _ms(ns: Any) -> str:
-    return f"{ns / 1e6:.3f}" if isinstance(ns, (int, float)) else "-"
 
 
 def _metric_cells(r: DiffRow) -> list[str]:
@@ -73,10 +70,6 @@ def diff_table(d: DiffResult) -> str:
     return "\n".join(lines)
 
 
-def _md(s: str) -> str:
-    return s.replace("|", "\\|").replace("\n", " ")
-
-
 def diff_markdown(d: DiffResult) -> str:
     """A markdown report for a pull-request comment or a GitHub step summary."""
     title = "❌ benchbox: performance regression" if d.exit_code else "✅ benchbox: no regression"
@@ -111,34 +104,14 @@ def diff_json(d: DiffResult) -> str:
     return json.dumps(d.to_dict(), indent=1, ensure_ascii=False)
 
 
-def side_by_side(receipts: Sequence[dict[str, Any]], names: Sequence[str]) -> str:
-    """Several receipts' p50 (status) per (task, case, runner), one column per receipt."""
-    first = receipts[0]["contract"]
-    lines = []
-    for i, (r, n) in enumerate(zip(receipts, names)):
-        c = r["contract"]
-        env = r.get("environment") or {}
-        gpu = env.get("gpu")
-        dev = gpu.get("name") if isinstance(gpu, dict) else None
-        warn = "" if c["hash"] == first["hash"] else "  (DIFFERENT contract: not comparable with [1])"
-        lines.append(f"[{i + 1}] {n}: contract {c['name']} hash {c['hash'][:12]}, task "
-                     f"{r['task'].get('name')}/{r['task'].get('size')}, device "
-                     f"{dev or env.get('device', '?')}, {r.get('created_at', '?')}{warn}")
-    keys: list[tuple[str, str, str]] = []
-    cells: dict[tuple[tuple[str, str, str], int], str] = {}
-    for i, r in enumerate(receipts):
-        for row in r["results"]:
-            k = (str(r["task"].get("name")), row["case"], row["runner"])
-            if k not in keys:
-                keys.append(k)
-            s = row.get("summary") or {}
-            p50 = _ms(s.get("p50_ns"))
-            cells[(k, i)] = p50 if row["status"] == "valid" else f"{p50} ({row['status']})"
-    width = max(14, *(len(v) for v in cells.values())) if cells else 14
-    head = f"{'task':<10} {'runner':<16} {'case':<12} " + " ".join(
-        f"{f'[{i + 1}] p50 ms':>{width}}" for i in range(len(receipts)))
-    lines += [head, "-" * len(head)]
-    for k in keys:
-        lines.append(f"{k[0]:<10} {k[2]:<16} {k[1]:<12} " + " ".join(
-            f"{cells.get((k, i), '-'):>{width}}" for i in range(len(receipts))))
-    return "\n".join(lines)
+def write_step_summary(text: str) -> None:
+    """Append markdown to the GitHub step summary, when ``GITHUB_STEP_SUMMARY`` names one."""
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(text)
+
+
+def refused_markdown(reason: str) -> str:
+    """The step summary of a comparison benchbox refused."""
+    return f"### ⛔ benchbox diff refused\n\n{_md(reason)}\n"

@@ -8,18 +8,14 @@ and the vector task under an impossible gate (cold only).
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from benchbox.errors import UsageError
+from benchbox.receipts.model import decode_receipt
 from benchbox.render import fallback_summary, results_table
 from benchbox.run import RunConfig, run
-
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # load_task imports tests.compile_tasks from the repository root
-    sys.path.insert(0, str(ROOT))
 
 TASK = "tests.compile_tasks:factory"
 
@@ -82,7 +78,7 @@ def test_unforced_layer_norm_is_compiled_not_an_aten_call(vector_receipt: dict) 
 
 
 def test_show_summarises_fallbacks_per_runner(vector_receipt: dict) -> None:
-    text = results_table(vector_receipt)
+    text = results_table(decode_receipt(vector_receipt, 'receipt'))
     line = next(ln for ln in text.splitlines() if ln.startswith("torch-compile fallbacks:"))
     assert "1 graph break" in line and "aten op" in line
 
@@ -119,7 +115,7 @@ def test_aten_fallback_layer_norm_runs_in_aten_and_passes_the_gates(tmp_path: Pa
     assert applied["inductor_options"] == {"emulate_precision_casts": True}
     assert applied["torch_compile_options"] == {"emulate_precision_casts": True}
     assert list(row["runner_report"]["prepare_s"]) == ["load", "compile_cold"]
-    assert "layer_norm forced" in results_table(receipt)
+    assert "layer_norm forced" in results_table(decode_receipt(receipt, 'receipt'))
     # the forcing was scoped to this runner's compiles
     assert aten.native_layer_norm.default in select_decomp_table()
 

@@ -23,12 +23,12 @@ trt = pytest.importorskip(
 
 from benchbox.errors import UsageError  # noqa: E402
 from benchbox.harness import PhaseTimer  # noqa: E402
-from benchbox.receipts import load_receipt  # noqa: E402
 from benchbox.runners import availability, runner_class  # noqa: E402
 from benchbox.runners import tensorrt as trt_runner  # noqa: E402
 from benchbox.runners.onnx_export import OnnxExport, example_inputs, export_onnx  # noqa: E402
 from benchbox.runners.tensorrt import NEEDS_CUDA, NOT_INSTALLED, TensorRTRunner  # noqa: E402
 from benchbox.tasks import load_task  # noqa: E402
+from tests.support import loaded  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -205,7 +205,7 @@ def test_cli_run_on_cpu_fails_tensorrt_rows_with_build_facts_and_keeps_eager_val
         capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert NEEDS_CUDA in proc.stderr
-    receipt = load_receipt(out)  # the receipt, failed rows and build facts included, is well formed
+    receipt = loaded(out)  # the receipt, failed rows and build facts included, is well formed
     rows = {(r["runner"], r["case"]): r for r in receipt["results"]}
     cases = [c["name"] for c in receipt["task"]["cases"]]
     assert len(rows) == 2 * len(cases)

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from benchbox.run import RunConfig, run
+from tests.support import GOLDEN
 
-GOLDEN = Path(__file__).parent / "golden" / "receipt-v1.json"
 #: Paths (dotted, list indices as []) whose values depend on the machine or the moment.
 VOLATILE = ("created_at", "command", "environment", "results[].reasons", "results[].clock_note",
             "results[].steady_state", "results[].summary.unresolved")

@@ -14,13 +14,9 @@ from click.testing import CliRunner
 from benchbox import stats
 from benchbox.cli import main
 from benchbox.errors import UsageError
-from benchbox.receipts import load_receipt
 from benchbox.receipts.diff import ComparisonRefused, DiffOptions, diff_files
 from tests.conftest import make_receipt
-
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # load_task imports tests.diff_tasks from the repository root
-    sys.path.insert(0, str(ROOT))
+from tests.support import loaded
 
 TASK = "tests.diff_tasks:factory"
 #: 50 ms sleep per call; the slowed case sleeps 10 ms (20%) more, in serialize.
@@ -267,7 +263,7 @@ def test_show_prints_several_receipts_side_by_side(receipts: dict[str, Path]) ->
     assert code == 0, out
     beta = next(line for line in out.splitlines() if " beta " in line)
     p50s = [float(x) for x in beta.split()[3:6]]
-    slow = load_receipt(receipts["slow"])
+    slow = loaded(receipts["slow"])
     want = next(r for r in slow["results"] if r["case"] == "beta")["summary"]["p50_ns"] / 1e6
     assert p50s[1] == pytest.approx(want, abs=1e-3)
     assert "DIFFERENT contract" in out

@@ -25,8 +25,8 @@ from benchbox.tasks.decision import media
 from benchbox.tasks.decision.model import SIZES, build, count_parameters
 from benchbox.tasks.decision.task import CASE_NAMES, GATES, DecisionTask
 from benchbox.tasks.decision.weights import load_safetensors, save_safetensors
+from tests.support import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "benchbox" / "tasks" / "decision" / "fixtures"
 
 

@@ -14,10 +14,6 @@ from benchbox.cli import main
 from benchbox.contracts import STAGES
 from tests.conftest import make_receipt
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:

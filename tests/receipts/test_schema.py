@@ -9,10 +9,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from benchbox.receipts import load_receipt, schema_path
+from benchbox.receipts import schema_path
 from benchbox.run import RunConfig, run
-
-GOLDEN = Path(__file__).parent / "golden" / "receipt-v1.json"
+from tests.support import GOLDEN, loaded
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +36,7 @@ def test_real_eager_receipt_validates(validator: jsonschema.Draft202012Validator
     receipt = json.loads(eager_receipt_path.read_text())
     assert receipt["results"] and all(r["status"] == "valid" for r in receipt["results"])
     assert _errors(validator, receipt) == []
-    load_receipt(eager_receipt_path)  # the loader agrees
+    loaded(eager_receipt_path)  # the loader agrees
 
 
 def test_golden_v1_receipt_validates(validator: jsonschema.Draft202012Validator) -> None:
@@ -54,7 +53,7 @@ def test_receipt_with_failed_rows_validates(validator: jsonschema.Draft202012Val
     assert rows and all(r["status"] == "failed" and r["reasons"] for r in rows)
     assert receipt["complete"] is True
     assert _errors(validator, receipt) == []
-    load_receipt(outcome.path)
+    loaded(outcome.path)
 
 
 def test_schema_rejects_what_breaks_the_stable_names(validator: jsonschema.Draft202012Validator) -> None:

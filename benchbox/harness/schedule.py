@@ -1,0 +1,163 @@
+"""The sampling schedule: how the contracts of one run take their samples of one (runner, case).
+
+- One contract, or adaptive sampling: each contract samples in one pass, its stop rule
+  seeing every sample.
+- Several contracts, fixed counts: host-clock contracts that add no synchronization share
+  one set of calls (every boundary of every call is stamped, so each region is read from the
+  same stamps); device-clock contracts take their samples in one pass (their stream hold and
+  event floor are measured once per pass); the other passes run in rounds of up to
+  ROUND_SAMPLES samples in turn (the first round after the full warm-up, later ones after
+  one warm-up call), so drift on the machine hits every contract alike.
+
+A stop callback may raise :class:`~benchbox.harness.loop.StopSampling` (an interrupt): the
+schedule keeps every sample taken so far and reports which contracts it cut short.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchbox.contracts import STAGES, Contract
+from benchbox.errors import error_line
+from benchbox.harness.loop import Harness, Measurement, StopSampling
+from benchbox.harness.sampling import SamplingPolicy
+
+#: samples per contract per round when several contracts are sampled in one run
+ROUND_SAMPLES = 100
+
+StopRule = Callable[[Measurement], str | None]
+
+
+@dataclass
+class Sampled:
+    """What one contract's sampling of one (runner, case) produced."""
+
+    measurement: Measurement
+    #: the sampling raised: the error's line (the samples taken before it are kept)
+    error: str | None = None
+    #: the traceback of that error (for the runner report)
+    traceback: str | None = None
+    #: a stop callback raised StopSampling: the samples so far, cut short
+    interrupted: bool = False
+    #: contracts whose region was read from the same calls
+    shared_with: list[str] = field(default_factory=list)
+
+
+def sampling_key(contract: Contract) -> tuple[Any, ...]:
+    """Contracts with equal keys run identical code per sample and can share samples.
+
+    A host-clock contract adds no action inside the call unless it synchronizes at its
+    close; the harness stamps every boundary anyway, so one sample gives every such
+    contract's region. Device-clock and synchronizing contracts sample on their own.
+    """
+    p = contract.policy
+    if contract.clock == "host" and p.sync_at_close == "none":
+        return ("host", p.state, p.fresh_request, p.cuda_graphs)
+    return ("own", contract.hash)
+
+
+def derive(m: Measurement, contract: Contract, leader: Contract) -> Measurement:
+    """Another host-clock contract's samples from the stamps of ``m`` (the leader's samples)."""
+    if contract is leader:
+        return m
+    a, b = contract.first_index, contract.last_index + 1
+    cols = [m.stages_ns[s] for s in STAGES[a:b]]
+    return Measurement(samples_ns=[int(sum(x)) for x in zip(*cols)], stages_ns=m.stages_ns,
+                       clock_used="host", warmup=m.warmup, stop_reason=m.stop_reason,
+                       clock_note=f"samples shared with {leader.name}: the same calls, this contract's "
+                                  f"region ({contract.first}..{contract.last}) read from their stamps")
+
+
+def merge(into: Measurement, part: Measurement, first: bool) -> None:
+    """Append one round's samples to the samples so far."""
+    into.samples_ns.extend(part.samples_ns)
+    for s, v in part.stages_ns.items():
+        into.stages_ns[s].extend(v)
+    if first:
+        into.clock_used, into.warmup = part.clock_used, part.warmup
+        into.clock_note = part.clock_note
+        # a device-clock contract samples in one pass, so only a first part carries these
+        into.batch, into.host_span_ns = part.batch, part.host_span_ns
+
+
+def sample(harnesses: Sequence[Harness], task: Any, runner: Any, request: bytes, policy: SamplingPolicy,
+           stop: Callable[[StopRule | None], StopRule]) -> list[Sampled]:
+    """Sample every contract of ``harnesses`` on one (runner, case); one :class:`Sampled` each.
+
+    ``stop(inner)`` wraps a contract's own stop rule (None for fixed counts) into the
+    callback the harness calls after every sample.
+    """
+    if len(harnesses) == 1 or policy.adaptive:
+        out = []
+        for h in harnesses:
+            out.append(_one_pass(h, task, runner, request, policy, stop(policy.stopper())))
+            if out[-1].interrupted:
+                break  # the other contracts get nothing more for this case
+        return out
+    return _interleaved(harnesses, task, runner, request, policy, stop(None))
+
+
+def _one_pass(h: Harness, task: Any, runner: Any, request: bytes, policy: SamplingPolicy,
+              should_stop: StopRule) -> Sampled:
+    try:
+        m = h.measure(task, runner, request, samples=policy.limit, warmup=policy.warmup,
+                      should_stop=should_stop)
+    except StopSampling as s:
+        return Sampled(s.measurement, interrupted=True)
+    except Exception as e:
+        return Sampled(Measurement(), error=error_line(e), traceback=traceback.format_exc(limit=8))
+    return Sampled(m)
+
+
+def _interleaved(harnesses: Sequence[Harness], task: Any, runner: Any, request: bytes,
+                 policy: SamplingPolicy, should_stop: StopRule) -> list[Sampled]:
+    leaders: dict[tuple[Any, ...], int] = {}
+    for i, h in enumerate(harnesses):
+        leaders.setdefault(sampling_key(h.contract), i)
+    lead_of = [leaders[sampling_key(h.contract)] for h in harnesses]
+    order = list(leaders.values())
+    merged = {i: Measurement() for i in order}
+    errors: dict[int, str] = {}
+    tracebacks: dict[int, str] = {}
+    rounds, left, interrupted = 0, policy.limit, False
+    while left > 0 and len(errors) < len(order) and not interrupted:
+        k = min(ROUND_SAMPLES, left)
+        for i in order:
+            harness = harnesses[i]
+            one_pass = harness.contract.clock == "device"
+            if i in errors or (one_pass and rounds > 0):
+                continue
+            try:
+                part = harness.measure(task, runner, request, samples=policy.limit if one_pass else k,
+                                       warmup=policy.warmup if rounds == 0 else 1, should_stop=should_stop)
+            except StopSampling as s:
+                merge(merged[i], s.measurement, first=rounds == 0)
+                interrupted = True
+                break
+            except Exception as e:
+                errors[i] = error_line(e)
+                tracebacks[i] = traceback.format_exc(limit=8)
+                continue
+            merge(merged[i], part, first=rounds == 0)
+        rounds += 1
+        left -= k
+    out = []
+    for i, h in enumerate(harnesses):
+        lead = lead_of[i]
+        m = derive(merged[lead], h.contract, harnesses[lead].contract)
+        shared = [g.contract.name for j, g in enumerate(harnesses) if lead_of[j] == lead and j != i]
+        if not interrupted and lead not in errors:
+            if harnesses[lead].contract.clock == "device":
+                m.stop_reason = (f"fixed sample count {len(m.samples_ns)} reached in one pass (a device "
+                                 "clock's calibration — hold, floor, batch — is measured once per pass, "
+                                 "so it is not split)")
+            else:
+                m.stop_reason = (f"fixed sample count {len(m.samples_ns)} reached in {rounds} round(s) of "
+                                 f"≤ {ROUND_SAMPLES}, interleaved with the other contracts of this run"
+                                 + (f"; the same calls also gave {', '.join(shared)}" if shared else ""))
+        out.append(Sampled(m, error=errors.get(lead), traceback=tracebacks.get(lead), interrupted=interrupted,
+                           shared_with=shared))
+    return out

@@ -1,0 +1,362 @@
+"""The receipt model: the single source of a receipt's shape.
+
+The writer encodes these records, the loader decodes into them (checking every
+declared field), and the shipped JSON Schema is generated from them
+(``python -m benchbox.receipts.model`` rewrites ``receipt.schema.json``; a test keeps the
+file equal to the generated one). Receipts may carry keys the model does not declare:
+each record keeps them in ``extra`` and writes them back.
+
+Adding a field to a result row is one edit here (a field on :class:`ResultRow`) plus,
+when old receipts need a value for it, one migration in :mod:`benchbox.receipts.io`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Annotated, Any, ClassVar, Literal
+
+from benchbox.contracts import STAGES
+from benchbox.receipts.typed import MinItems, Pattern, Range, Record, decode, json_schema, required, spec
+
+SCHEMA_VERSION = 1
+#: Sample values are nanoseconds in a signed 64-bit integer.
+MAX_NS = 2**63 - 1
+
+Ns = Annotated[int, Range(0, MAX_NS)]
+Count = Annotated[int, Range(0)]
+Sha256 = Annotated[str, Pattern("[0-9a-f]{64}")]
+Status = Literal["valid", "invalid", "failed"]
+StageName = Literal["parse", "preprocess", "h2d", "compute", "d2h", "reduce", "answer", "serialize"]
+Clock = Literal["host", "device"]
+Interval = tuple[Ns, Ns]
+Fail = Callable[[str], None]
+
+assert tuple(StageName.__args__) == STAGES  # type: ignore[attr-defined]
+
+STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Base(Record):
+    extra: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    nulls: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
+
+
+# -- the contract, task and environment ----------------------------------------------------
+
+@dataclass(frozen=True, kw_only=True)
+class ContractRecord(_Base):
+    """The contract's full declaration and the hash of its canonical form."""
+
+    name: Annotated[str, Pattern(".+")] = required()
+    version: Annotated[int, Range(1)] = required()
+    stages: Annotated[tuple[StageName, ...], MinItems(1)] = required()
+    clock: Clock = required()
+    policy: dict[str, Any] = required()
+    description: str | None = spec(omit_none=True)
+    first: StageName = required()
+    last: StageName = required()
+    hash: Sha256 = required()
+    source: str | None = spec(omit_none=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CaseRef(_Base):
+    """A case by name and the sha256 of its request bytes."""
+
+    name: str = required()
+    request_sha256: Sha256 = required()
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskRecord(_Base):
+    """The task's facts: name, size, dtype, options, cases, model hash."""
+
+    name: str = required()
+    size: str = required()
+    dtype: str | None = spec(omit_none=True)
+    options: dict[str, Any] | None = spec(omit_none=True)
+    cases: tuple[CaseRef, ...] = required()
+    parameters: Count | None = spec(omit_none=True)
+    model_sha256: Sha256 | None = spec(omit_none=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Floors(_Base):
+    """The floor per clock: a difference under ``floor_multiple`` × it is unresolvable."""
+
+    host: Ns | None = spec()
+    device: Ns | None = spec()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Calibration(_Base):
+    """The harness's measured floors (clock read, empty call, event pair); ``error`` if it failed."""
+
+    floors: Floors | None = spec(omit_none=True)
+    error: str | None = spec(omit_none=True)
+
+    def floor(self, clock: str) -> int | None:
+        """The floor of results timed with ``clock`` (None: not measured)."""
+        if self.floors is None:
+            return None
+        return self.floors.device if clock == "device" else self.floors.host
+
+
+# -- one result row ------------------------------------------------------------------------
+
+@dataclass(frozen=True, kw_only=True)
+class Summary(_Base):
+    """Statistics derived from the raw samples (``n`` only when there are none)."""
+
+    n: Count = required()
+    p50_ns: Ns | None = spec(omit_none=True)
+    p90_ns: Ns | None = spec(omit_none=True)
+    p99_ns: Ns | None = spec(omit_none=True)
+    mean_ns: Ns | None = spec(omit_none=True)
+    min_ns: Ns | None = spec(omit_none=True)
+    max_ns: Ns | None = spec(omit_none=True)
+    std_ns: Ns | None = spec(omit_none=True)
+    ci_level: float | None = spec(omit_none=True)
+    ci_method: str | None = spec(omit_none=True)
+    p50_ci_ns: Interval | None = spec(omit_none=True)
+    p90_ci_ns: Interval | None = spec(omit_none=True)
+    p99_ci_ns: Interval | None = spec(omit_none=True)
+    p99_upper_ns: Ns | None = spec(omit_none=True, description="one-sided upper bound of p99, written "
+                                                               "when p99_ci_ns is null")
+    unresolved: tuple[str, ...] | None = spec(omit_none=True)
+    noise: dict[str, Any] | None = spec(omit_none=True)
+
+    SCHEMA_EXTRA: ClassVar[dict[str, Any]] = {
+        "if": {"properties": {"n": {"minimum": 1}}},
+        "then": {"required": ["p50_ns", "p90_ns", "p99_ns", "mean_ns", "min_ns", "max_ns",
+                              "p50_ci_ns", "p99_ci_ns"]}}
+
+    def check(self, raw: Mapping[str, Any], fail: Fail) -> None:
+        if self.n >= 1:
+            for key in self.SCHEMA_EXTRA["then"]["required"]:
+                if key not in raw:
+                    fail(f"{key} is missing (n = {self.n})")
+
+    @property
+    def cv(self) -> float | None:
+        v = (self.noise or {}).get("cv")
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fallback(_Base):
+    """One thing a runner did other than the plain path (graph break, ATen op, autotune pick...)."""
+
+    kind: str | None = spec(omit_none=True)
+    count: Count | None = spec(omit_none=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunnerReport(_Base):
+    """What the runner says about itself: options, versions, fallbacks, preparation times."""
+
+    options: dict[str, Any] | None = spec(omit_none=True)
+    versions: dict[str, Any] | None = spec(omit_none=True)
+    fallbacks: tuple[Fallback, ...] | None = spec(omit_none=True)
+    prepare_s: dict[str, float] | None = spec(omit_none=True)
+    build_s: float | None = spec(omit_none=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Gate(_Base):
+    """One accuracy gate's value, threshold and verdict."""
+
+    name: str = required()
+    value: float | bool | None = spec()
+    threshold: float | bool | None = spec()
+    passed: bool = required()
+    detail: str | None = spec(omit_none=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Accuracy(_Base):
+    """The gates of one (runner, case) against the reference."""
+
+    passed: bool = required()
+    gates: tuple[Gate, ...] | None = spec(omit_none=True)
+    reference: str | None = spec(omit_none=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResultRow(_Base):
+    """One (runner, case): status, the runner's report, accuracy, raw samples and statistics."""
+
+    runner: str = required()
+    case: str = required()
+    request_sha256: Sha256 | None = spec(omit_none=True)
+    status: Status = required()
+    reasons: tuple[str, ...] = required()
+    partial: bool | None = spec(omit_none=True, description="true for the case SIGINT stopped part "
+                                                            "way; such rows are invalid")
+    runner_report: RunnerReport = required()
+    accuracy: Accuracy | None = required()
+    samples_ns: tuple[Ns, ...] = required(description="the contract's region, one per sample")
+    stages_ns: dict[StageName, tuple[Ns, ...]] = required()
+    summary: Summary = required()
+    clock_used: Clock | None = spec(omit_none=True)
+    clock_note: str | None = spec(omit_none=True)
+    warmup: Count | None = spec(omit_none=True)
+    stop_reason: str | None = spec(omit_none=True)
+    steady_state: dict[str, Any] | None = spec(omit_none=True)
+    clock_cross_check: dict[str, Any] | None = spec(omit_none=True)
+
+    SCHEMA_EXTRA: ClassVar[dict[str, Any]] = {
+        "if": {"properties": {"status": {"const": "valid"}}},
+        "then": {"properties": {"accuracy": {"type": "object", "properties": {"passed": {"const": True}}},
+                                "samples_ns": {"minItems": 1}}}}
+
+    def check(self, raw: Mapping[str, Any], fail: Fail) -> None:
+        if self.status == "valid":
+            if self.accuracy is None or not self.accuracy.passed:
+                fail("a valid row needs accuracy.passed = true")
+            if not self.samples_ns:
+                fail("a valid row needs samples")
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.runner, self.case
+
+    @property
+    def measured(self) -> bool:
+        return bool(self.samples_ns) and self.summary.p50_ns is not None
+
+    @property
+    def usable(self) -> bool:
+        """Valid and measured: the rows comparisons may use."""
+        return self.status == "valid" and bool(self.samples_ns)
+
+    @property
+    def clock(self) -> str:
+        return self.clock_used or "host"
+
+    @property
+    def fallbacks(self) -> tuple[Fallback, ...]:
+        return self.runner_report.fallbacks or ()
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return dict(self.runner_report.options or {})
+
+
+# -- comparisons between the runners of one run --------------------------------------------
+
+@dataclass(frozen=True, kw_only=True)
+class ComparisonRow(_Base):
+    """One runner against the baseline runner, for one case."""
+
+    case: str = required()
+    runner: str = required()
+    baseline: str | None = spec(omit_none=True)
+    p50_ratio: float = required()
+    p99_ratio: float | None = spec(omit_none=True)
+    p50_ratio_ci: tuple[float, float] | None = spec(omit_none=True)
+    p99_ratio_ci: tuple[float, float] | None = spec(omit_none=True)
+    p50_verdict: str | None = spec(omit_none=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Excluded(_Base):
+    """A row left out of the comparisons, and why."""
+
+    runner: str = required()
+    case: str = required()
+    status: Status = required()
+    reasons: tuple[str, ...] | None = spec(omit_none=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Comparisons(_Base):
+    """Each runner against the run's baseline runner, per case (valid rows only)."""
+
+    baseline: str | None = spec()
+    rows: tuple[ComparisonRow, ...] = spec(default=())
+    excluded: tuple[Excluded, ...] = spec(default=())
+
+    def check(self, raw: Mapping[str, Any], fail: Fail) -> None:
+        if self.rows and self.baseline is None:
+            fail("baseline missing")
+
+
+# -- the receipt ---------------------------------------------------------------------------
+
+@dataclass(frozen=True, kw_only=True)
+class Receipt(_Base):
+    """The record of one benchbox run under one contract."""
+
+    DESCRIPTION: ClassVar[str] = (
+        "The record of one benchbox run. Generated from benchbox.receipts.model; receipts may carry "
+        "more fields than listed (additionalProperties is allowed everywhere). Times are integers "
+        "in nanoseconds.")
+
+    schema_version: Annotated[int, Range(1)] = required()
+    benchbox_version: str = required()
+    created_at: str = required(description="ISO 8601 time the run started (UTC)")
+    command: tuple[str, ...] = required()
+    complete: bool | None = spec(omit_none=True, description="false until the run has measured every "
+                                                             "(runner, case)")
+    interrupted: bool | None = spec(omit_none=True, description="true when a signal stopped the run")
+    interrupt_reason: str | None = spec(omit_none=True)
+    interrupted_at: str | None = spec(omit_none=True)
+    contract: ContractRecord = required()
+    environment: dict[str, Any] = required()
+    task: TaskRecord = required()
+    settings: dict[str, Any] | None = spec(omit_none=True)
+    calibration: Calibration = required()
+    results: tuple[ResultRow, ...] = required()
+    comparisons: Comparisons | None = spec(omit_none=True)
+
+    @property
+    def is_complete(self) -> bool:
+        return self.complete is not False
+
+    @property
+    def device(self) -> str:
+        """The GPU's name, else the device string."""
+        gpu = self.environment.get("gpu")
+        if isinstance(gpu, dict) and gpu.get("name"):
+            return str(gpu["name"])
+        return str(self.environment.get("device", "unknown"))
+
+    @property
+    def runners(self) -> tuple[str, ...]:
+        """The run's runners in the order it measured them."""
+        declared = [str(r) for r in (self.settings or {}).get("runners", []) if isinstance(r, str)]
+        seen = list(dict.fromkeys(declared))
+        return tuple(seen + [r.runner for r in self.results if r.runner not in seen])
+
+    @property
+    def case_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.task.cases)
+
+    def floor(self, clock: str) -> int | None:
+        return self.calibration.floor(clock)
+
+    def with_results(self, results: tuple[ResultRow, ...]) -> Receipt:
+        return replace(self, results=results)
+
+
+def receipt_schema() -> dict[str, Any]:
+    """The JSON Schema of the receipt, generated from the model."""
+    return json_schema(Receipt, **{"$id": "https://benchbox.dev/schemas/receipt.schema.json",
+                                  "title": "benchbox receipt"})
+
+
+def decode_receipt(data: Any, where: str) -> Receipt:
+    """A checked :class:`Receipt` from a parsed (and migrated) document."""
+    return decode(Receipt, data, where)
+
+
+def write_schema() -> None:
+    """Rewrite the shipped ``receipt.schema.json`` from the model."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).with_name("receipt.schema.json")
+    path.write_text(json.dumps(receipt_schema(), indent=2, ensure_ascii=False) + "\n")

@@ -1,0 +1,97 @@
+"""Plain-text rendering of receipts for the terminal."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from benchbox.receipts.model import Receipt
+from benchbox.receipts.typed import Record
+from benchbox.render.common import ci_ms, contract_label, ms, ratio_ci
+
+_FALLBACK_WORDS = {"graph_break": "graph break", "recompile": "recompile",
+                   "autotune_choice": "autotune pick", "cudagraph_skip": "cudagraph skip"}
+
+
+def fallback_summary(entries: Sequence[Mapping[str, Any] | Record]) -> str:
+    """One phrase per fallback kind: "1 graph break, 2 aten ops (layer_norm forced), 3 autotune picks"."""
+    fallbacks = [f.to_json() if isinstance(f, Record) else f for f in entries]
+    counts: dict[str, int] = {}
+    for f in fallbacks:
+        kind = str(f.get("kind", "other"))
+        if kind == "aten_fallback" and not f.get("calls", 1):
+            continue  # forced, but absent from the generated code
+        n = int(f.get("count", 1)) if kind in ("graph_break", "cudagraph_skip", "autotune_choice") else 1
+        counts[kind] = counts.get(kind, 0) + n
+    forced = sorted({str(f["requested"]) for f in fallbacks
+                     if f.get("kind") == "aten_fallback" and f.get("requested") and f.get("calls")})
+    parts = []
+    for kind, n in counts.items():
+        word = "aten op" if kind == "aten_fallback" else _FALLBACK_WORDS.get(kind, kind.replace("_", " "))
+        part = f"{n} {word}{'' if n == 1 else 's'}"
+        if kind == "aten_fallback" and forced:
+            part += f" ({', '.join(forced)} forced)"
+        parts.append(part)
+    return ", ".join(parts) or "none"
+
+
+def results_table(receipt: Receipt) -> str:
+    """One line per (runner, case): status, p50/p99 in ms with intervals, samples."""
+    task = receipt.task
+    lines = [f"contract {contract_label(receipt)}  task {task.name}/{task.size}  device {receipt.device}"]
+    if not receipt.is_complete:
+        lines.append("INCOMPLETE receipt: the run did not finish; rows below are those measured")
+    head = f"{'runner':<16} {'case':<10} {'status':<8} {'n':>5} {'p50 ms':>9} {'p50 95% CI':>21} " \
+           f"{'p99 ms':>9} {'p99 95% CI':>21}"
+    lines += [head, "-" * len(head)]
+    for r in receipt.results:
+        s = r.summary
+        lines.append(f"{r.runner:<16} {r.case:<10} {r.status:<8} {s.n:>5} "
+                     f"{ms(s.p50_ns):>9} {ci_ms(s.p50_ci_ns):>21} "
+                     f"{ms(s.p99_ns):>9} {ci_ms(s.p99_ci_ns):>21}")
+        for reason in r.reasons:
+            lines.append(f"{'':<16} ↳ {reason}")
+    reported: dict[str, Sequence[Any]] = {}
+    for r in receipt.results:
+        if r.fallbacks and r.runner not in reported:
+            reported[r.runner] = r.fallbacks
+    lines += [f"{name} fallbacks: {fallback_summary(fb)}" for name, fb in reported.items()]
+    comp = receipt.comparisons
+    if comp is not None and comp.rows:
+        lines.append(f"p50 ratio against {comp.baseline} (valid rows only):")
+        for row in comp.rows:
+            ci = ratio_ci(row.p50_ratio_ci)
+            verdict = f"  {row.p50_verdict}" if row.p50_verdict else ""
+            lines.append(f"  {row.runner:<16} {row.case:<10} {row.p50_ratio:.3f}{' ' + ci if ci else ''}"
+                         f"{verdict}")
+    for ex in comp.excluded if comp is not None else ():
+        lines.append(f"  excluded from comparison: {ex.runner} × {ex.case} ({ex.status})")
+    return "\n".join(lines)
+
+
+def side_by_side(receipts: Sequence[Receipt], names: Sequence[str]) -> str:
+    """Several receipts' p50 (status) per (task, case, runner), one column per receipt."""
+    first = receipts[0].contract
+    lines = []
+    for i, (r, n) in enumerate(zip(receipts, names)):
+        c = r.contract
+        warn = "" if c.hash == first.hash else "  (DIFFERENT contract: not comparable with [1])"
+        lines.append(f"[{i + 1}] {n}: contract {c.name} hash {c.hash[:12]}, task "
+                     f"{r.task.name}/{r.task.size}, device {r.device}, {r.created_at}{warn}")
+    keys: list[tuple[str, str, str]] = []
+    cells: dict[tuple[tuple[str, str, str], int], str] = {}
+    for i, r in enumerate(receipts):
+        for row in r.results:
+            k = (r.task.name, row.case, row.runner)
+            if k not in keys:
+                keys.append(k)
+            p50 = ms(row.summary.p50_ns)
+            cells[(k, i)] = p50 if row.status == "valid" else f"{p50} ({row.status})"
+    width = max(14, *(len(v) for v in cells.values())) if cells else 14
+    head = f"{'task':<10} {'runner':<16} {'case':<12} " + " ".join(
+        f"{f'[{i + 1}] p50 ms':>{width}}" for i in range(len(receipts)))
+    lines += [head, "-" * len(head)]
+    for k in keys:
+        lines.append(f"{k[0]:<10} {k[2]:<16} {k[1]:<12} " + " ".join(
+            f"{cells.get((k, i), '-'):>{width}}" for i in range(len(receipts))))
+    return "\n".join(lines)

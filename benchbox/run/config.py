@@ -1,0 +1,134 @@
+"""What a run measures: the configuration, its defaults (declared once) and its validation.
+
+Every default lives on :class:`RunConfig`; the command line reads them (and the help
+text) from here, so ``benchbox run --help``, the library and the receipt agree.
+Validation errors name the field (``samples: must be ≥ 1``); the command line shows
+them under the flag that sets the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchbox.errors import FieldError
+from benchbox.harness.sampling import (
+    DEFAULT_MAX_SAMPLES,
+    DEFAULT_MAX_TIME_S,
+    DEFAULT_SAMPLES,
+    DEFAULT_WARMUP,
+    SamplingPolicy,
+)
+
+DEFAULT_RUNNERS = ("torch-eager", "torch-compile")
+DTYPES = ("float32", "float16", "bfloat16")
+
+
+def _f(default: Any = dataclasses.MISSING, *, help: str, factory: Any = dataclasses.MISSING) -> Any:
+    meta = {"help": help}
+    if factory is not dataclasses.MISSING:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that decides what a run measures."""
+
+    contract: str = _f("public_task_call_wall",
+                       help="Built-in contract name or path to a contract TOML file.")
+    #: several contracts in one run (prepared once, one receipt each); overrides ``contract``
+    contracts: tuple[str, ...] = _f((), help="Built-in contract name or path to a contract TOML file; "
+                                             "repeat it to measure several contracts in one run (runners "
+                                             "prepared once, one receipt each: OUT-stem.CONTRACT.json).")
+    task: str = _f("decision", help="Built-in task name or package.module:factory.")
+    size: str = _f("tiny", help="Task size (see `benchbox tasks`).")
+    dtype: str = _f("float32", help="Model dtype: " + ", ".join(DTYPES) + ".")
+    runners: tuple[str, ...] = _f(DEFAULT_RUNNERS, help="Runner to measure (repeatable, in order; "
+                                                        "`benchbox runners` lists them); default "
+                                                        + " and ".join(DEFAULT_RUNNERS) + ".")
+    cases: tuple[str, ...] = _f((), help="Cases to run; default all of the task's cases.")
+    device: str = _f("cpu", help="cpu, cuda or cuda:N.")
+    threads: int | None = _f(None, help="torch intra-op threads (default: torch's choice); recorded in "
+                                        "the receipt.")
+    warmup: int = _f(DEFAULT_WARMUP, help="Untimed calls before sampling.")
+    samples: int = _f(DEFAULT_SAMPLES, help="Fixed sample count (a two-sided 95% p99 interval needs ≥ 368).")
+    target_ci: float | None = _f(None, help="Adaptive sampling: stop once the p50 95% interval half-width "
+                                            "is below PCT percent (e.g. 1 or 1%), within max_samples and "
+                                            "max_time_s.")
+    max_samples: int = _f(DEFAULT_MAX_SAMPLES, help="Adaptive sampling: most samples per (runner, case).")
+    max_time_s: float = _f(DEFAULT_MAX_TIME_S, help="Adaptive sampling: most seconds of sampling per "
+                                                    "(runner, case).")
+    out: Path | None = _f(None, help="Receipt path; default a timestamped file under ./receipts/.")
+    baseline: str | None = _f(None, help="Runner the others are compared against (default torch-compile "
+                                         "when it runs, else the first runner).")
+    runner_options: dict[str, dict[str, Any]] = _f(help="Options per runner: {runner: {key: value}}.",
+                                                    factory=dict)
+    task_options: dict[str, Any] = _f(help="Options passed to the task.", factory=dict)
+    gates: dict[str, float] = _f(help="Accuracy gate threshold overrides.", factory=dict)
+    labels: dict[str, str] = _f(help="Free labels recorded in the receipt's settings (e.g. a matrix cell).",
+                                factory=dict)
+    command: tuple[str, ...] = _f((), help="The command line, as recorded in the receipt.")
+
+    @property
+    def contract_names(self) -> tuple[str, ...]:
+        return self.contracts or (self.contract,)
+
+    def sampling(self) -> SamplingPolicy:
+        """The sampling policy this configuration asks for (FieldError on bad values)."""
+        return SamplingPolicy(samples=self.samples, warmup=self.warmup, target_ci_pct=self.target_ci,
+                              max_samples=self.max_samples, max_time_s=self.max_time_s)
+
+    def validate(self) -> None:
+        """Check everything that needs no task, model or runner code; FieldError on the first problem."""
+        from benchbox.runners import RUNNERS, runner_class
+
+        for r in self.runners:
+            if r not in RUNNERS:
+                raise FieldError("runners", f"unknown runner '{r}' (runners: {', '.join(RUNNERS)})")
+        if not self.runners:
+            raise FieldError("runners", "no runner named")
+        if len(set(self.runners)) != len(self.runners):
+            raise FieldError("runners", "a runner is named twice")
+        unknown = sorted(set(self.runner_options) - set(self.runners))
+        if unknown:
+            raise FieldError("runner_options", f"options for '{unknown[0]}', which is not a runner of this "
+                                               f"run ({', '.join(self.runners)})")
+        for r in self.runners:  # option keys and values, before anything is measured
+            runner_class(r).check_options(self.runner_options.get(r, {}))
+        if self.threads is not None and self.threads < 1:
+            raise FieldError("threads", f"must be ≥ 1, got {self.threads}")
+        self.sampling()
+        if self.dtype not in DTYPES:
+            raise FieldError("dtype", f"unknown dtype '{self.dtype}' ({', '.join(DTYPES)})")
+        if not re.fullmatch(r"cpu|cuda(:\d+)?", self.device):
+            raise FieldError("device", f"unknown device '{self.device}' (cpu, cuda, cuda:N)")
+        if self.baseline is not None and self.baseline not in self.runners:
+            raise FieldError("baseline", f"{self.baseline!r} is not one of the runners of this run "
+                                         f"({', '.join(self.runners)})")
+        for g, v in self.gates.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise FieldError("gates", f"{g}={v!r}: the threshold must be a number")
+        for k, v in self.labels.items():
+            if not isinstance(k, str) or not isinstance(v, str):
+                raise FieldError("labels", "labels are strings")
+        if len(set(self.contract_names)) != len(self.contract_names):
+            raise FieldError("contracts", "a contract is named twice")
+
+    @property
+    def chosen_baseline(self) -> str:
+        return self.baseline or ("torch-compile" if "torch-compile" in self.runners else self.runners[0])
+
+
+def default(name: str) -> Any:
+    """The declared default of a RunConfig field (for the command line)."""
+    f = {f.name: f for f in dataclasses.fields(RunConfig)}[name]
+    return f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc]
+
+
+def help_text(name: str) -> str:
+    """The declared help of a RunConfig field (for the command line)."""
+    return str({f.name: f for f in dataclasses.fields(RunConfig)}[name].metadata["help"])

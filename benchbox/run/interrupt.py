@@ -1,0 +1,105 @@
+"""Interrupts during a run: finish the sample in progress, keep every finished result, stop.
+
+The signal handler only sets a flag; the run checks it between samples (through the
+harness's ``should_stop`` callback) and between (runner, case) results. While no sample
+is in progress (build, compile, calibration) a signal stops at once. A second signal
+raises KeyboardInterrupt at once; the receipt on disk still holds every finished result.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from benchbox.errors import BenchboxError
+from benchbox.harness.loop import StopSampling
+
+if TYPE_CHECKING:
+    from benchbox.receipts.build import ReceiptSet
+    from benchbox.receipts.model import Receipt
+
+
+class Interrupted(BenchboxError):
+    """A signal stopped the run; the receipt on disk holds every finished result (exit 130)."""
+
+    exit_code = 130
+
+    def __init__(self, message: str, path: Path | None, receipt: Receipt | None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.receipt = receipt
+
+
+class SampleInterrupt(StopSampling):
+    """Raised from the harness's stop callback after the sample in progress has finished."""
+
+
+class Stop:
+    """The run's interrupt state. Installed for SIGINT in the main thread only."""
+
+    signals: tuple[signal.Signals, ...] = (signal.SIGINT,)
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.immediate = False
+        self.signal_name = "SIGINT"
+        self.receipts: ReceiptSet | None = None
+        self._previous: dict[signal.Signals, Any] = {}
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        self.signal_name = signal.Signals(signum).name
+        if self.requested or self.immediate:
+            self.requested = True  # also if a library turns the KeyboardInterrupt into its own error
+            raise KeyboardInterrupt
+        self.requested = True
+
+    @contextmanager
+    def installed(self) -> Iterator[Stop]:
+        """Handle the signals for the duration of the block (main thread only), then restore."""
+        if threading.current_thread() is threading.main_thread():
+            for s in self.signals:
+                self._previous[s] = signal.signal(s, self._handler)
+        try:
+            yield self
+        finally:
+            for s, previous in self._previous.items():
+                signal.signal(s, previous)
+            self._previous.clear()
+
+    @contextmanager
+    def preparing(self) -> Iterator[None]:
+        """No sample is in progress (build, compile, calibration): a signal stops at once."""
+        self.check()
+        self.immediate = True
+        try:
+            yield
+        finally:
+            self.immediate = False
+
+    def should_stop(self, inner: Callable[[Any], str | None] | None = None
+                    ) -> Callable[[Any], str | None]:
+        """The harness's stop callback, with the interrupt check in front of ``inner``."""
+        def stop(m: Any) -> str | None:
+            if self.requested:
+                raise SampleInterrupt(m)
+            return inner(m) if inner is not None else None
+        return stop
+
+    def check(self) -> None:
+        if self.requested:
+            raise self.interrupted()
+
+    def interrupted(self) -> Interrupted:
+        """Mark the receipts interrupted and incomplete, write them, and build the error."""
+        why = self.signal_name
+        if self.receipts is None or not self.receipts.opened:
+            return Interrupted(f"interrupted ({why}) before anything was measured", None, None)
+        self.receipts.mark_interrupted(why)
+        path, receipt = self.receipts.first
+        n = len(receipt.results)
+        return Interrupted(f"interrupted ({why}): {n} result(s) kept in the incomplete receipt "
+                           f"{self.receipts.where}", path, receipt)

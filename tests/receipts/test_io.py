@@ -1,0 +1,199 @@
+"""Receipts on disk: atomic writes, refused files and documents (one line, exit 2), migrations."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from benchbox.errors import UsageError
+from benchbox.receipts import load_receipt
+from benchbox.receipts.io import write_receipt
+from tests.support import GOLDEN, loaded, one_line_exit_2
+
+# -- atomic writes ---------------------------------------------------------------------------
+
+def test_write_receipt_replaces_atomically_and_leaves_no_temp_files(tmp_path: Path) -> None:
+    out = tmp_path / "deep" / "r.json"
+    receipt = json.loads((GOLDEN).read_text())
+    write_receipt(out, receipt)
+    receipt["results"] = receipt["results"][:1]
+    write_receipt(out, receipt)
+    assert loaded(out)["results"] == receipt["results"]
+    assert sorted(p.name for p in out.parent.iterdir()) == ["r.json"]
+    assert oct(out.stat().st_mode & 0o777) == oct(0o666 & ~_umask())
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def test_write_receipt_keeps_values_json_cannot_hold(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    receipt = json.loads((GOLDEN).read_text())
+    receipt["results"][0]["runner_report"]["odd"] = {"nan": float("nan"), "np": np.float32(1.5),
+                                                      "arr": np.arange(3), "path": Path("/x")}
+    write_receipt(out, receipt)
+    odd = loaded(out)["results"][0]["runner_report"]["odd"]
+    assert odd == {"nan": None, "np": 1.5, "arr": [0, 1, 2], "path": "/x"}
+
+
+def test_unwritable_receipt_path_is_one_usage_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(UsageError, match="cannot write receipt"):
+        write_receipt(blocker / "r.json", {"schema_version": 1})
+
+
+
+
+
+def _golden() -> dict[str, Any]:
+    return json.loads(GOLDEN.read_text())
+
+
+def _extra(text: str, literal: str) -> bytes:
+    """The receipt text with one more top-level field holding ``literal`` as written."""
+    assert '"schema_version": 1' in text
+    return text.replace('"schema_version": 1', f'"schema_version": 1, "x": {literal}', 1).encode()
+
+
+def _bad_receipts() -> dict[str, bytes]:
+    text = GOLDEN.read_text()
+    cases: dict[str, bytes] = {
+        "truncated": text[: len(text) // 2].encode(),
+        "empty": b"",
+        "not-json": b"\x00\xff\xfe garbage \x89PNG",
+        "top-level-list": b"[1, 2, 3]",
+        "nan": text.replace('"complete": true', '"complete": NaN', 1).encode(),
+        "infinity": _extra(text, "-Infinity"),
+        "overflowing-float": _extra(text, "1e999"),
+        "huge-int-literal": _extra(text, "1" + "0" * 5000),
+        "deep-nesting": b'{"schema_version": 1, "x": ' + b"[" * 200_000 + b"]" * 200_000 + b"}",
+        "moderate-nesting": b'{"schema_version": 1, "x": ' + b"[" * 500 + b"]" * 500 + b"}",
+        "invalid-utf8": text.encode()[:100] + b"\xc3\x28" + text.encode()[100:],
+    }
+    mutations = {
+        "newer-schema": lambda r: r.__setitem__("schema_version", 99),
+        "schema-zero": lambda r: r.__setitem__("schema_version", 0),
+        "schema-string": lambda r: r.__setitem__("schema_version", "1"),
+        "schema-bool": lambda r: r.__setitem__("schema_version", True),
+        "no-contract": lambda r: r.pop("contract"),
+        "no-results": lambda r: r.pop("results"),
+        "results-string": lambda r: r.__setitem__("results", "none"),
+        "row-not-object": lambda r: r["results"].__setitem__(0, 7),
+        "row-no-runner": lambda r: r["results"][0].pop("runner"),
+        "bad-status": lambda r: r["results"][0].__setitem__("status", "great"),
+        "sample-string": lambda r: r["results"][0]["samples_ns"].__setitem__(0, "12"),
+        "sample-negative": lambda r: r["results"][0]["samples_ns"].__setitem__(0, -1),
+        "sample-float": lambda r: r["results"][0]["samples_ns"].__setitem__(0, 1.5),
+        "sample-too-big": lambda r: r["results"][0]["samples_ns"].__setitem__(0, 2**70),
+        "unknown-stage": lambda r: r["results"][0]["stages_ns"].__setitem__("warp", [1]),
+        "summary-string": lambda r: r["results"][0]["summary"].__setitem__("p50_ns", "fast"),
+        "ci-triple": lambda r: r["results"][0]["summary"].__setitem__("p50_ci_ns", [1, 2, 3]),
+        "reasons-ints": lambda r: r["results"][0].__setitem__("reasons", [1]),
+        "contract-hash-int": lambda r: r["contract"].__setitem__("hash", 5),
+        "contract-no-stages": lambda r: r["contract"].__setitem__("stages", []),
+        "task-name-null": lambda r: r["task"].__setitem__("name", None),
+        "complete-string": lambda r: r.__setitem__("complete", "yes"),
+        "comparison-ratio-string": lambda r: r.__setitem__(
+            "comparisons", {"baseline": "a", "rows": [{"runner": "a", "case": "b", "p50_ratio": "x"}]}),
+    }
+    for name, mutate in mutations.items():
+        r = _golden()
+        mutate(r)
+        cases[name] = json.dumps(r).encode()
+    return cases
+
+
+BAD_RECEIPTS = _bad_receipts()
+
+
+@pytest.mark.parametrize("name", sorted(BAD_RECEIPTS))
+def test_bad_receipt_is_one_line_exit_2(name: str, tmp_path: Path) -> None:
+    path = tmp_path / f"{name}.json"
+    path.write_bytes(BAD_RECEIPTS[name])
+    line = one_line_exit_2(["show", str(path)])
+    assert str(path) in line
+    if name == "newer-schema":
+        assert "newer than this benchbox understands" in line
+    with pytest.raises(UsageError):
+        loaded(path)
+
+
+def test_receipt_files_that_are_not_files(tmp_path: Path) -> None:
+    one_line_exit_2(["show", str(tmp_path / "missing.json")])
+    one_line_exit_2(["show", str(tmp_path)])
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    assert "not a regular file" in one_line_exit_2(["show", str(fifo)])  # and does not block
+
+
+def test_huge_receipt_file_is_refused_before_reading(tmp_path: Path) -> None:
+    from benchbox.receipts.io import MAX_RECEIPT_BYTES
+
+    huge = tmp_path / "huge.json"
+    with open(huge, "wb") as f:  # sparse: no disk used
+        f.truncate(MAX_RECEIPT_BYTES + 1)
+    assert "limit" in one_line_exit_2(["show", str(huge)])
+
+
+def test_large_arrays_within_the_limit_load(tmp_path: Path) -> None:
+    r = _golden()
+    n = 300_000
+    r["results"][0]["samples_ns"] = list(range(n))
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps(r))
+    assert len(loaded(path)["results"][0]["samples_ns"]) == n
+
+
+
+# -- migrations ------------------------------------------------------------------------------
+
+def test_golden_v1_receipt_keeps_loading_and_rendering() -> None:
+    from benchbox.render import results_table
+
+    r = load_receipt(GOLDEN)
+    assert r.schema_version == 1 and r.results
+    assert "invoice" in results_table(r)
+
+
+def test_migration_chain_runs_in_order(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from benchbox.receipts import io
+
+    seen: list[int] = []
+
+    def v1_to_v2(r: dict[str, Any]) -> dict[str, Any]:
+        seen.append(1)
+        return {**r, "schema_version": 2, "settings": {**r.get("settings", {}), "migrated": [1]}}
+
+    def v2_to_v3(r: dict[str, Any]) -> dict[str, Any]:
+        seen.append(2)
+        return {**r, "schema_version": 3,
+                "settings": {**r["settings"], "migrated": r["settings"]["migrated"] + [2]}}
+
+    monkeypatch.setattr(io, "SCHEMA_VERSION", 3)
+    monkeypatch.setitem(io.MIGRATIONS, 1, v1_to_v2)
+    monkeypatch.setitem(io.MIGRATIONS, 2, v2_to_v3)
+    r = loaded(GOLDEN)
+    assert seen == [1, 2] and r["schema_version"] == 3 and r["settings"]["migrated"] == [1, 2]
+
+
+def test_broken_or_missing_migrations_are_usage_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchbox.receipts import io
+
+    monkeypatch.setattr(io, "SCHEMA_VERSION", 2)
+    with pytest.raises(UsageError, match="no migration from version 1"):
+        loaded(GOLDEN)
+    monkeypatch.setitem(io.MIGRATIONS, 1, lambda r: r["no such key"])
+    with pytest.raises(UsageError, match="cannot migrate receipt from schema_version 1: KeyError"):
+        loaded(GOLDEN)
+    monkeypatch.setitem(io.MIGRATIONS, 1, lambda r: r)  # forgets to advance the version
+    with pytest.raises(UsageError, match="did not advance"):
+        loaded(GOLDEN)

@@ -1,0 +1,99 @@
+"""The receipt model is the one source of the receipt's shape.
+
+The shipped JSON Schema is generated from it, and the loader (the model's decoder) and the
+schema accept and refuse the same documents, over the fuzz corpus too.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import jsonschema
+import pytest
+
+from benchbox.errors import UsageError
+from benchbox.receipts import parse_receipt, schema_path
+from benchbox.receipts.model import SCHEMA_VERSION, Receipt, ResultRow, receipt_schema
+from benchbox.receipts.typed import decode
+from tests.support import GOLDEN
+from tests.test_fuzz import _mutate_tree
+
+#: documents the agreement test compares; the loader refuses others for reasons a schema of one
+#: version cannot state (newer versions, non-finite numbers, nesting beyond the limit)
+AGREEMENT_EXAMPLES = 3000
+
+
+def _validator() -> jsonschema.Draft202012Validator:
+    # benchbox reads "integer" as a JSON integer literal (1, not 1.0), as Python's json does
+    checker = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _, x: isinstance(x, int) and not isinstance(x, bool))
+    cls = jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=checker)
+    return cls(json.loads(schema_path().read_text()))
+
+
+def test_shipped_schema_is_the_one_generated_from_the_model() -> None:
+    # regenerate with: python -c "from benchbox.receipts.model import write_schema; write_schema()"
+    assert json.loads(schema_path().read_text()) == receipt_schema()
+    jsonschema.Draft202012Validator.check_schema(receipt_schema())
+
+
+def _comparable(doc: Any) -> bool:
+    if not isinstance(doc, dict):
+        return True
+    v = doc.get("schema_version")
+    if isinstance(v, int) and not isinstance(v, bool) and v > SCHEMA_VERSION:
+        return False
+    text = json.dumps(doc, allow_nan=True)
+    return "NaN" not in text and "Infinity" not in text
+
+
+def test_loader_and_schema_accept_and_refuse_the_same_mutants() -> None:
+    golden = json.loads(GOLDEN.read_text())
+    validator = _validator()
+    rng = random.Random(7)
+    seen = {True: 0, False: 0}
+    for i in range(AGREEMENT_EXAMPLES):
+        doc = _mutate_tree(golden, rng)
+        if not _comparable(doc):
+            continue
+        try:
+            parse_receipt(json.dumps(doc).encode(), "m")
+            loader_ok, why = True, ""
+        except UsageError as e:
+            loader_ok, why = False, str(e)
+        errors = [f"{list(e.absolute_path)}: {e.message}"[:200] for e in validator.iter_errors(doc)]
+        assert loader_ok == (not errors), (i, why, errors[:3])
+        seen[loader_ok] += 1
+    assert seen[True] > 100 and seen[False] > 100  # both sides reached
+
+
+def test_a_document_round_trips_through_the_model_unchanged() -> None:
+    doc = json.loads(GOLDEN.read_text())
+    doc["results"][0]["a_field_from_a_newer_writer"] = {"kept": [1, 2]}
+    doc["results"][0]["summary"]["p999_ns"] = 12
+    r = decode(Receipt, doc, "golden")
+    assert r.to_json() == doc
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d["results"][0].__setitem__("status", "great"), "results[0].status"),
+    (lambda d: d["results"][0]["samples_ns"].append(-5), "results[0].samples_ns[10]"),
+    (lambda d: d["results"][0]["summary"].pop("p50_ns"), "results[0].summary: p50_ns is missing"),
+    (lambda d: d["results"][0]["accuracy"].__setitem__("passed", False),
+     "results[0]: a valid row needs accuracy.passed = true"),
+    (lambda d: d["task"]["cases"][0].__setitem__("request_sha256", "x"), "task.cases[0].request_sha256"),
+])
+def test_a_refusal_names_the_field(change: Any, message: str) -> None:
+    doc = json.loads(GOLDEN.read_text())
+    change(doc)
+    with pytest.raises(UsageError, match=f"^m: invalid receipt: {message}".replace("[", r"\[")
+                       .replace("]", r"\]").replace(".", r"\.")):
+        parse_receipt(json.dumps(doc).encode(), "m")
+
+
+def test_rows_built_in_code_are_checked_like_loaded_ones() -> None:
+    with pytest.raises(UsageError, match="a valid row needs samples"):
+        ResultRow.of({"runner": "r", "case": "c", "status": "valid", "reasons": [], "runner_report": {},
+                      "accuracy": {"passed": True}, "samples_ns": [], "stages_ns": {}, "summary": {"n": 0}})
