@@ -90,15 +90,6 @@ def _needed_sides(n: int, q: float, level: float, alternative: str) -> tuple[int
     return {"two-sided": (lo, hi), "less": (hi,), "greater": (lo,)}[alternative]
 
 
-def relative_half_width(sorted_x: np.ndarray, q: float = 0.5, level: float = CI_LEVEL) -> float | None:
-    """Half the width of the q-quantile's interval over the point estimate (None if unresolved)."""
-    ci = quantile_ci(sorted_x, q, level)
-    point = quantile(sorted_x, q) if len(sorted_x) else 0.0
-    if ci is None or point <= 0:
-        return None
-    return (float(ci[1]) - float(ci[0])) / 2.0 / point
-
-
 def noise(sorted_x: np.ndarray) -> dict[str, Any]:
     """Spread and outliers: coefficient of variation, MAD, Tukey-fence outlier counts."""
     x = np.asarray(sorted_x, dtype=np.float64)

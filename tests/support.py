@@ -6,7 +6,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 TESTS = REPO / "tests"
-GOLDEN = TESTS / "golden" / "receipt-v1.json"
+#: a receipt of the current schema version, written by
+#: ``benchbox run --runner torch-eager --case invoice --case outage --samples 10 --warmup 1``
+GOLDEN = TESTS / "golden" / "receipt-v2.json"
+#: the same command's receipt from schema version 1 (migrated on load)
+GOLDEN_V1 = TESTS / "golden" / "receipt-v1.json"
 BUILTIN_CONTRACTS = REPO / "benchbox" / "contracts" / "builtin"
 
 

@@ -246,7 +246,7 @@ def result_rows(draw: st.DrawFn) -> dict[str, Any]:
            "reasons": draw(st.lists(st.text(max_size=30), max_size=3)),
            "runner_report": draw(st.dictionaries(st.text(max_size=8), JSON, max_size=3)),
            "accuracy": {"passed": True} if status == "valid" else None,
-           "samples_ns": samples, "stages_ns": stages,
+           "samples_ns": samples, "round_sizes": [len(samples)] if samples else [], "stages_ns": stages,
            "summary": summarize(samples) if samples else {"n": 0}}
     row.update(draw(st.dictionaries(st.text(max_size=8).filter(lambda k: k not in row), JSON,
                                     max_size=2)))

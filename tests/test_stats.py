@@ -185,6 +185,7 @@ def test_compare_gives_bca_intervals_and_floor_verdicts() -> None:
     def row(runner: str, x: np.ndarray, clock: str = "host") -> ResultRow:
         return ResultRow.of({"runner": runner, "case": "c", "status": "valid", "reasons": [],
                              "runner_report": {}, "accuracy": {"passed": True}, "samples_ns": x.tolist(),
+                             "round_sizes": [len(x)],
                              "stages_ns": {}, "summary": summarize(x), "clock_used": clock})
 
     cal = Calibration.of({"floors": {"host": 1000, "device": None}})

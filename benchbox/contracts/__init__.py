@@ -5,7 +5,6 @@ from benchbox.contracts.model import (
     STAGES,
     Contract,
     Policy,
-    Stage,
     builtin_contracts,
     builtin_names,
     contract_from_dict,
@@ -14,6 +13,6 @@ from benchbox.contracts.model import (
 )
 
 __all__ = [
-    "DEVICE_STAGES", "STAGES", "Contract", "Policy", "Stage", "builtin_contracts",
+    "DEVICE_STAGES", "STAGES", "Contract", "Policy", "builtin_contracts",
     "builtin_names", "contract_from_dict", "load_contract", "parse_contract_toml",
 ]

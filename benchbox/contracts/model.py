@@ -6,27 +6,13 @@ import hashlib
 import json
 import tomllib
 from dataclasses import asdict, dataclass, field
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from benchbox.errors import UsageError
 
-
-class Stage(str, Enum):
-    """The stages of one task call, in pipeline order."""
-
-    PARSE = "parse"
-    PREPROCESS = "preprocess"
-    H2D = "h2d"
-    COMPUTE = "compute"
-    D2H = "d2h"
-    REDUCE = "reduce"
-    ANSWER = "answer"
-    SERIALIZE = "serialize"
-
-
-STAGES: tuple[str, ...] = tuple(s.value for s in Stage)
+#: The stages of one task call, in pipeline order.
+STAGES: tuple[str, ...] = ("parse", "preprocess", "h2d", "compute", "d2h", "reduce", "answer", "serialize")
 #: Stages owned by the runner; only these may be timed with the device clock.
 DEVICE_STAGES: tuple[str, ...] = ("h2d", "compute", "d2h")
 CLOCKS = ("host", "device")
@@ -103,9 +89,6 @@ class Contract:
     def hash(self) -> str:
         blob = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()
-
-    def outside(self) -> tuple[str, ...]:
-        return tuple(s for s in STAGES if s not in self.stages)
 
     def to_dict(self) -> dict[str, Any]:
         """The full declaration as embedded in a receipt."""

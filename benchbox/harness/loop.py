@@ -40,6 +40,14 @@ class Measurement:
     #: saturated contracts: calls per sample, and the host time from the first to the last read
     batch: int = 1
     host_span_ns: int = 0
+    #: samples per round, in order, when the samples were taken in several rounds (else empty: one)
+    round_sizes: list[int] = field(default_factory=list)
+
+    def rounds(self) -> list[int]:
+        """Samples per round, in sampling order (one round unless the schedule said otherwise)."""
+        if self.round_sizes:
+            return list(self.round_sizes)
+        return [len(self.samples_ns)] if self.samples_ns else []
 
 
 class StopSampling(BaseException):  # noqa: N818 - a control-flow signal, like KeyboardInterrupt

@@ -67,12 +67,15 @@ def derive(m: Measurement, contract: Contract, leader: Contract) -> Measurement:
     cols = [m.stages_ns[s] for s in STAGES[a:b]]
     return Measurement(samples_ns=[int(sum(x)) for x in zip(*cols)], stages_ns=m.stages_ns,
                        clock_used="host", warmup=m.warmup, stop_reason=m.stop_reason,
+                       round_sizes=list(m.round_sizes),
                        clock_note=f"samples shared with {leader.name}: the same calls, this contract's "
                                   f"region ({contract.first}..{contract.last}) read from their stamps")
 
 
 def merge(into: Measurement, part: Measurement, first: bool) -> None:
     """Append one round's samples to the samples so far."""
+    if part.samples_ns:
+        into.round_sizes.extend(part.rounds())
     into.samples_ns.extend(part.samples_ns)
     for s, v in part.stages_ns.items():
         into.stages_ns[s].extend(v)

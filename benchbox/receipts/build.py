@@ -59,11 +59,12 @@ def _base(runner: str, case: Any, status: str, reasons: Sequence[str], report: M
     return ResultRow(runner=runner, case=case.name, request_sha256=case.sha256, status=status,
                      reasons=tuple(reasons), runner_report=RunnerReport.of(report),
                      accuracy=kw.pop("accuracy", None), samples_ns=kw.pop("samples_ns", ()),
+                     round_sizes=kw.pop("round_sizes", ()),
                      stages_ns=kw.pop("stages_ns", {}), summary=kw.pop("summary", Summary(n=0)), **kw)
 
 
 def _raw(m: Measurement) -> dict[str, Any]:
-    return {"samples_ns": tuple(m.samples_ns),
+    return {"samples_ns": tuple(m.samples_ns), "round_sizes": tuple(m.rounds()),
             "stages_ns": {s: tuple(v) for s, v in m.stages_ns.items()}}
 
 

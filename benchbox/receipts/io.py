@@ -33,6 +33,19 @@ Migration = Callable[[dict[str, Any]], dict[str, Any]]
 MIGRATIONS: dict[int, Migration] = {}
 
 
+def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 records each row's rounds; version 1 did not, so its samples count as one round."""
+    results = data.get("results")
+    for row in results if isinstance(results, list) else []:
+        if isinstance(row, dict) and "round_sizes" not in row:
+            samples = row.get("samples_ns")
+            row["round_sizes"] = [len(samples)] if isinstance(samples, list) and samples else []
+    return {**data, "schema_version": 2}
+
+
+MIGRATIONS[1] = _v1_to_v2
+
+
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 

@@ -19,7 +19,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from benchbox.contracts import STAGES
 from benchbox.receipts.typed import MinItems, Pattern, Range, Record, decode, json_schema, required, spec
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 #: Sample values are nanoseconds in a signed 64-bit integer.
 MAX_NS = 2**63 - 1
 
@@ -33,6 +33,9 @@ Interval = tuple[Ns, Ns]
 Fail = Callable[[str], None]
 
 assert tuple(StageName.__args__) == STAGES  # type: ignore[attr-defined]
+
+#: Rules the decoder enforces that a JSON Schema cannot state (the start of their messages).
+BEYOND_SCHEMA = ("round_sizes add up to",)
 
 STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]
 
@@ -186,7 +189,8 @@ class Accuracy(_Base):
 
 @dataclass(frozen=True, kw_only=True)
 class ResultRow(_Base):
-    """One (runner, case): status, the runner's report, accuracy, raw samples and statistics."""
+    """One (runner, case): status, the runner's report, accuracy, raw samples and statistics.
+    round_sizes must add up to the number of samples (checked by benchbox's loader)."""
 
     runner: str = required()
     case: str = required()
@@ -198,6 +202,8 @@ class ResultRow(_Base):
     runner_report: RunnerReport = required()
     accuracy: Accuracy | None = required()
     samples_ns: tuple[Ns, ...] = required(description="the contract's region, one per sample")
+    round_sizes: tuple[Count, ...] = required(description="samples per round, in sampling order: "
+                                                          "samples_ns is their concatenation")
     stages_ns: dict[StageName, tuple[Ns, ...]] = required()
     summary: Summary = required()
     clock_used: Clock | None = spec(omit_none=True)
@@ -218,10 +224,20 @@ class ResultRow(_Base):
                 fail("a valid row needs accuracy.passed = true")
             if not self.samples_ns:
                 fail("a valid row needs samples")
+        if sum(self.round_sizes) != len(self.samples_ns):
+            fail(f"round_sizes add up to {sum(self.round_sizes)}, not to the {len(self.samples_ns)} samples")
 
     @property
     def key(self) -> tuple[str, str]:
         return self.runner, self.case
+
+    def rounds(self) -> list[tuple[int, ...]]:
+        """The samples of each round, in sampling order."""
+        out, at = [], 0
+        for n in self.round_sizes:
+            out.append(self.samples_ns[at:at + n])
+            at += n
+        return out
 
     @property
     def measured(self) -> bool:

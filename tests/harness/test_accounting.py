@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from benchbox.contracts import STAGES, builtin_contracts, load_contract
+from benchbox.contracts import STAGES, Contract, builtin_contracts, contract_from_dict, load_contract
 from benchbox.harness import Harness, PhaseTimer
 from benchbox.runners import RUNNERS, availability, make_runner
 from benchbox.tasks import Case, Task
@@ -90,6 +90,13 @@ class LightTask(Task):
         return M().eval()
 
 
+def _spy(fn: Any, label: str, paths: list[str]) -> Any:
+    def spied(*a: Any, **k: Any) -> Any:
+        paths.append(label)
+        return fn(*a, **k)
+    return spied
+
+
 def _prepared(name: str, task: Task) -> Any:
     reason = availability(name, "cpu")
     if reason is not None:
@@ -112,8 +119,25 @@ def runners() -> dict[str, Any]:
     return out
 
 
+def _synchronizing(c: Contract) -> Contract:
+    """The contract with a closing stream synchronization: the harness then samples through its
+    hooked path (an action at a boundary) instead of the plain one."""
+    d = c.to_dict()
+    d["policy"] = {**d["policy"], "sync_at_close": "stream"}
+    d["name"] = f"{c.name}_sync"
+    for k in ("hash", "first", "last", "source"):
+        d.pop(k)
+    return contract_from_dict(d)
+
+
+#: every built-in contract (the plain path on this machine) and each per-call one with a closing
+#: synchronization (the hooked path)
+CONTRACTS = [*builtin_contracts(),
+             *(_synchronizing(c) for c in builtin_contracts() if not c.policy.saturated)]
+
+
 @pytest.mark.parametrize("runner_name", list(RUNNERS))
-@pytest.mark.parametrize("contract", builtin_contracts(), ids=lambda c: c.name)
+@pytest.mark.parametrize("contract", CONTRACTS, ids=lambda c: c.name)
 def test_region_holds_exactly_the_declared_stages(runners: dict[str, Any], runner_name: str,
                                                   contract: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     if runner_name not in runners:
@@ -124,26 +148,32 @@ def test_region_holds_exactly_the_declared_stages(runners: dict[str, Any], runne
     task = DecisionTask()
     log: list[tuple[str, int]] = []
     _trace(task, TASK_STAGES, log)
-    _trace(runner, RUNNER_STAGES, log)
+    _trace(runner, (*RUNNER_STAGES, "synchronize"), log)
+    paths: list[str] = []
+    monkeypatch.setattr(Harness, "sample", _spy(Harness.sample, "hooked", paths))
+    monkeypatch.setattr(Harness, "sample_plain", _spy(Harness.sample_plain, "plain", paths))
     try:
         warmup, samples = 2, 3
         m = Harness(contract, clock=TracingClock(log)).measure(
             task, runner, task.cases()[0].request, samples=samples, warmup=warmup)
     finally:
-        for name in RUNNER_STAGES:
+        for name in (*RUNNER_STAGES, "synchronize"):
             del runner.__dict__[name]
+    synced = contract.policy.sync_at_close == "stream"
+    assert paths[warmup:] == ["hooked" if synced else "plain"] * samples
+    closing = ["synchronize"] if synced else []  # the declared closing sync runs just before the stamp
     reads = [i for i, (kind, _) in enumerate(log) if kind == "clock"]
     assert len(reads) == 9 * (warmup + samples), "the harness reads the clock 9 times per call"
     a, b = contract.first_index, contract.last_index + 1
     for k in range(samples):
         g = reads[9 * (warmup + k): 9 * (warmup + k + 1)]
         inside = [name for name, _ in log[g[a] + 1: g[b]] if name != "clock"]
-        assert inside == list(contract.stages)
+        assert inside == [*contract.stages, *closing]
         # on the CPU a device-clock contract falls back to the host clock over the same region
         assert m.samples_ns[k] == g[b] - g[a]
         for i, stage in enumerate(STAGES):
             between = [name for name, _ in log[g[i] + 1: g[i + 1]] if name != "clock"]
-            assert between == [stage]
+            assert between == [stage, *(closing if i == b - 1 else [])]
             assert m.stages_ns[stage][k] == g[i + 1] - g[i]
     if contract.clock == "device":
         assert m.clock_used == "host" and "host clock" in m.clock_note

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from benchbox.errors import UsageError
-from benchbox.receipts import load_receipt
+from benchbox.receipts import io, load_receipt
 from benchbox.receipts.io import write_receipt
-from tests.support import GOLDEN, loaded, one_line_exit_2
+from tests.support import GOLDEN, GOLDEN_V1, loaded, one_line_exit_2
 
 # -- atomic writes ---------------------------------------------------------------------------
 
@@ -60,8 +60,8 @@ def _golden() -> dict[str, Any]:
 
 def _extra(text: str, literal: str) -> bytes:
     """The receipt text with one more top-level field holding ``literal`` as written."""
-    assert '"schema_version": 1' in text
-    return text.replace('"schema_version": 1', f'"schema_version": 1, "x": {literal}', 1).encode()
+    assert '"schema_version": 2' in text
+    return text.replace('"schema_version": 2', f'"schema_version": 2, "x": {literal}', 1).encode()
 
 
 def _bad_receipts() -> dict[str, bytes]:
@@ -148,6 +148,7 @@ def test_large_arrays_within_the_limit_load(tmp_path: Path) -> None:
     r = _golden()
     n = 300_000
     r["results"][0]["samples_ns"] = list(range(n))
+    r["results"][0]["round_sizes"] = [n]
     path = tmp_path / "big.json"
     path.write_text(json.dumps(r))
     assert len(loaded(path)["results"][0]["samples_ns"]) == n
@@ -159,9 +160,21 @@ def test_large_arrays_within_the_limit_load(tmp_path: Path) -> None:
 def test_golden_v1_receipt_keeps_loading_and_rendering() -> None:
     from benchbox.render import results_table
 
-    r = load_receipt(GOLDEN)
-    assert r.schema_version == 1 and r.results
+    r = load_receipt(GOLDEN_V1)
+    assert r.schema_version == 2 and r.results
     assert "invoice" in results_table(r)
+
+
+def test_version_1_rows_migrate_to_one_round_each_and_nothing_else_changes() -> None:
+    v1 = json.loads(GOLDEN_V1.read_text())
+    v2 = loaded(GOLDEN_V1)
+    assert [row["round_sizes"] for row in v2["results"]] == [[len(r["samples_ns"])] for r in v1["results"]]
+    for row in v2["results"]:
+        del row["round_sizes"]
+    assert {**v2, "schema_version": 1} == v1
+    failed = {**v1, "results": [{**v1["results"][0], "status": "failed", "samples_ns": [],
+                                  "summary": {"n": 0}, "accuracy": None}]}
+    assert io._v1_to_v2(failed)["results"][0]["round_sizes"] == []
 
 
 def test_migration_chain_runs_in_order(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -171,7 +184,8 @@ def test_migration_chain_runs_in_order(monkeypatch: pytest.MonkeyPatch, tmp_path
 
     def v1_to_v2(r: dict[str, Any]) -> dict[str, Any]:
         seen.append(1)
-        return {**r, "schema_version": 2, "settings": {**r.get("settings", {}), "migrated": [1]}}
+        r = io._v1_to_v2(r)
+        return {**r, "settings": {**r.get("settings", {}), "migrated": [1]}}
 
     def v2_to_v3(r: dict[str, Any]) -> dict[str, Any]:
         seen.append(2)
@@ -181,19 +195,19 @@ def test_migration_chain_runs_in_order(monkeypatch: pytest.MonkeyPatch, tmp_path
     monkeypatch.setattr(io, "SCHEMA_VERSION", 3)
     monkeypatch.setitem(io.MIGRATIONS, 1, v1_to_v2)
     monkeypatch.setitem(io.MIGRATIONS, 2, v2_to_v3)
-    r = loaded(GOLDEN)
+    r = loaded(GOLDEN_V1)
     assert seen == [1, 2] and r["schema_version"] == 3 and r["settings"]["migrated"] == [1, 2]
 
 
 def test_broken_or_missing_migrations_are_usage_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     from benchbox.receipts import io
 
-    monkeypatch.setattr(io, "SCHEMA_VERSION", 2)
+    monkeypatch.delitem(io.MIGRATIONS, 1)
     with pytest.raises(UsageError, match="no migration from version 1"):
-        loaded(GOLDEN)
+        loaded(GOLDEN_V1)
     monkeypatch.setitem(io.MIGRATIONS, 1, lambda r: r["no such key"])
     with pytest.raises(UsageError, match="cannot migrate receipt from schema_version 1: KeyError"):
-        loaded(GOLDEN)
+        loaded(GOLDEN_V1)
     monkeypatch.setitem(io.MIGRATIONS, 1, lambda r: r)  # forgets to advance the version
     with pytest.raises(UsageError, match="did not advance"):
-        loaded(GOLDEN)
+        loaded(GOLDEN_V1)
