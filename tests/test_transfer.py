@@ -4,7 +4,6 @@ right order on the runner's stream and leaves the caller's stream as it found it
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import numpy as np
@@ -20,7 +19,7 @@ from benchbox.runners import make_runner
 from benchbox.runners import transfer as tr
 from benchbox.runners.torch_eager import TorchEagerRunner
 from benchbox.runners.torch_runner import TorchRunner
-from benchbox.tasks import Case, Task
+from benchbox.tasks import Task
 from benchbox.tasks.decision.task import DecisionTask
 from tests.mock_cuda import MockCuda, MockDeviceEvents, MockEventMarks
 
@@ -393,48 +392,12 @@ def test_a_subclass_that_binds_its_own_buffers_gets_staged_copies_on_its_own_str
 # -- a single small input (the two-linear-layer shape) ------------------------
 
 
-class Linear2Task(Task):
-    name = "linear2"
-    input_names = ("x",)
-    output_names = ("y",)
-
-    def parse(self, request: bytes) -> Any:
-        return json.loads(request)
-
-    def preprocess(self, request: Any) -> tuple[np.ndarray, ...]:
-        return (np.asarray(request["x"], np.float32).reshape(1, 512),)
-
-    def reduce(self, outputs: dict[str, np.ndarray], request: Any) -> Any:
-        return int(np.argmax(outputs["y"]))
-
-    def answer(self, reduced: Any, request: Any) -> Any:
-        return {"best": reduced}
-
-    def serialize(self, answer: Any) -> bytes:
-        return json.dumps(answer).encode()
-
-    def cases(self) -> list[Case]:
-        return [Case("a", json.dumps({"x": [((i * 37) % 101) / 50 - 1 for i in range(512)]}).encode())]
-
-    def build_model(self) -> Any:
-        import torch
-
-        class TwoLinear(torch.nn.Module):
-            def __init__(self) -> None:
-                super().__init__()
-                self.a, self.b = torch.nn.Linear(512, 512), torch.nn.Linear(512, 512)
-
-            def forward(self, x: Any) -> tuple[Any]:
-                return (self.b(torch.relu(self.a(x))),)
-
-        torch.manual_seed(0)
-        return TwoLinear().eval()
-
-
 def test_a_single_small_input_is_copied_directly_into_a_fresh_tensor_mock_cuda(sim: MockCuda) -> None:
     import torch
 
-    task = Linear2Task()
+    from benchmarks.linear_task import LinearTask
+
+    task = LinearTask()
     model = task.build_model()
     x = task.preprocess(task.parse(task.cases()[0].request))[0]
     with torch.inference_mode():
