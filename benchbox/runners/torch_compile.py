@@ -13,6 +13,7 @@ Options (``runner_options["torch-compile"]``):
 - ``cold_warm`` (default true): compile twice, ``compile_cold`` on fresh inductor and
   Triton caches (so autotuning really runs) and, after ``torch._dynamo.reset()``,
   ``compile_warm`` on the caches the cold compile populated. False compiles once, cold.
+- ``transfer``, ``d2h``, ``stream``: how data moves (``benchbox.runners.transfer``).
 
 Compile phases are timed by the harness (``phases``), never inside any contract.
 The report records the options applied, each phase's cache counters, and the
@@ -34,10 +35,11 @@ import torch
 
 from benchbox.errors import UsageError
 from benchbox.runners import compile_report as cr
+from benchbox.runners import transfer
 from benchbox.runners.base import Phases
 from benchbox.runners.torch_runner import TorchRunner
 
-OPTION_KEYS = ("mode", "inductor_options", "aten_fallbacks", "cold_warm")
+OPTION_KEYS = ("mode", "inductor_options", "aten_fallbacks", "cold_warm", *transfer.OPTION_KEYS)
 #: cache settings for every compile: local caches on (the warm phase needs them), remote off
 CACHE_CONFIG: dict[str, Any] = {"fx_graph_cache": True, "fx_graph_remote_cache": False,
                                 "autotune_local_cache": True, "autotune_remote_cache": False,
@@ -116,6 +118,9 @@ class TorchCompileRunner(TorchRunner):
 
     name = "torch-compile"
     OPTION_KEYS: tuple[str, ...] | None = OPTION_KEYS
+    TRANSFERS = transfer.TRANSFERS
+    STATIC_INPUTS = False
+    SIDE_STREAM = False
 
     def __init__(self, device: str = "cpu", options: dict[str, Any] | None = None) -> None:
         options = {"mode": "max-autotune", "inductor_options": {}, "aten_fallbacks": [],
@@ -208,7 +213,8 @@ class TorchCompileRunner(TorchRunner):
 
     def prepare(self, task: Any, model: Any, example: tuple[np.ndarray, ...], phases: Phases) -> None:
         with phases("load"):
-            model = model.to(self.device)
+            model = model.to(self.model_device)
+            self.input_names = tuple(task.input_names)
             self.output_names = task.output_names
             self._allocate(example)
         self._cache_dir = tempfile.mkdtemp(prefix="benchbox-inductor-")

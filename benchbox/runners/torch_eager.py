@@ -6,18 +6,23 @@ from typing import Any
 
 import numpy as np
 
+from benchbox.runners import transfer
 from benchbox.runners.base import Phases
 from benchbox.runners.torch_runner import TorchRunner
 
 
 class TorchEagerRunner(TorchRunner):
-    """The model as written, eager mode."""
+    """The model as written, eager mode. Options: ``transfer``, ``d2h``, ``stream`` (see transfer)."""
 
     name = "torch-eager"
-    OPTION_KEYS: tuple[str, ...] | None = ()
+    OPTION_KEYS: tuple[str, ...] | None = transfer.OPTION_KEYS
+    TRANSFERS = transfer.TRANSFERS
+    STATIC_INPUTS = False
+    SIDE_STREAM = False
 
     def prepare(self, task: Any, model: Any, example: tuple[np.ndarray, ...], phases: Phases) -> None:
         with phases("load"):
-            self.forward = model.to(self.device)
+            self.forward = model.to(self.model_device)
+            self.input_names = tuple(task.input_names)
             self.output_names = task.output_names
             self._allocate(example)

@@ -148,7 +148,10 @@ def test_sigint_during_compilation_stops_at_once_and_keeps_finished_rows(tmp_pat
     (["--gate", "logit_error=1"], "--gate: 'logit_error'"),
     (["--gate", "prob_max_abs=abc"], "the threshold must be a number"),
     (["--device", "cuda:x"], "unknown device 'cuda:x'"),
-    (["--runner-option", "torch-eager:threads=2"], "torch-eager: unknown option 'threads' (options: none)"),
+    (["--runner-option", "torch-eager:threads=2"],
+     "torch-eager: unknown option 'threads' (options: transfer, d2h, stream)"),
+    (["--runner-option", "torch-eager:transfer=pinned"],
+     "torch-eager option transfer: expected auto, direct, packed, staged, got 'pinned'"),
 ])
 def test_run_refuses_bad_options_with_one_line(tmp_path: Path, args: list[str], needle: str) -> None:
     import subprocess
