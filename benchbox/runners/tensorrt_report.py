@@ -95,7 +95,17 @@ def layer_record(entry: dict[str, Any]) -> dict[str, Any]:
         rec["origin"] = str(entry["Origin"])
     if meta:
         rec["metadata"] = str(meta).replace("\x1f", " ")[:_MAX_TEXT]
+    unparsed = [_raw_type(t) for t, p in zip(_as_list(entry.get("Outputs")), outs) if p is None]
+    if unparsed:
+        rec["unparsed_output_types"] = unparsed[:4]  # what a parser that misses them must learn
     return rec
+
+
+def _raw_type(tensor: Any) -> str:
+    if isinstance(tensor, dict):
+        return str({k: tensor[k] for k in ("Datatype", "DataType", "Format/Datatype", "Format")
+                    if k in tensor})[:_MAX_TEXT]
+    return str(tensor)[:_MAX_TEXT]
 
 
 def inspector_layers(info: dict[str, Any]) -> list[dict[str, Any]]:
