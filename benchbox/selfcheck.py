@@ -317,10 +317,10 @@ def run_selfcheck(cfg: SelfCheckConfig, progress: Progress = lambda s: None) -> 
         raise UsageError(f"selfcheck --runner {cfg.runner!r}: the self-check covers {', '.join(RUNNERS)}")
     if cfg.samples < 1 or cfg.warmup < 0:
         raise UsageError("selfcheck --samples must be ≥ 1 and --warmup ≥ 0")
+    flavours, notes = _flavours(cfg)
     stamp = re.sub(r"[^0-9TZ]", "", now_iso().replace("+00:00", "Z"))
     out_dir = Path(cfg.out_dir) if cfg.out_dir is not None else Path("receipts") / f"selfcheck-{stamp}"
     out_dir.mkdir(parents=True, exist_ok=True)
-    flavours, notes = _flavours(cfg)
     outcomes, gpu = [], None
     for flavour in flavours or ["auto"]:
         progress(f"selfcheck: {cfg.runner} flavour {flavour}")
