@@ -622,8 +622,9 @@ def test_failed_graph_capture_falls_back_with_a_warning_on_a_mocked_gpu(
     r._capture(())
     assert r._graph is None and r.facts["cuda_graphs"]["used"] == "off"
     assert r.facts["cuda_graphs"]["warnings"] == [
-        "CUDA graph capture failed, running execute_async_v3 without a graph: _NotCapturable: "
+        "CUDA graphs off, running execute_async_v3 without a graph: the capture failed: _NotCapturable: "
         "TensorRT reports the execution context is not stream capturable"]
+    assert r.facts["cuda_graphs"]["stream_capturable"] is False
     entry = r.report()["fallbacks"][-1]
     assert entry["kind"] == "cudagraph_skip" and entry["count"] == 1 and entry["phase"] == "graph_capture"
     assert calls == ["sync", "h2d", "compute", "d2h"]  # one plain call proves the context still runs
@@ -736,7 +737,8 @@ def test_inspector_json_of_nvidias_example_engine() -> None:
     assert fb == [{"kind": "reformat_layer", "level": "engine", "precision": "FP32->FP16",
                    "layer_type": "Reformat", "count": 1,
                    "examples": ["Reformatting CopyNode for Input Tensor 0 to Conv_0 + Relu_1"],
-                   "detail": "1 reformat layer(s) FP32->FP16", "source": "engine_inspector"}]
+                   "detail": "1 reformat layer(s) FP32->FP16", "phase": "engine_load",
+                   "source": "engine_inspector"}]
     as_fp32 = tr.fallback_entries(model_dtype="float32", network_layers=[], engine_layers=layers,
                                   engine_source="engine_inspector")
     islands = [f for f in as_fp32 if f["kind"] == "precision_island"]
@@ -884,7 +886,7 @@ def test_cli_run_on_cpu_fails_tensorrt_rows_with_build_facts_and_keeps_eager_val
         assert rep["engine_report"]["engine_bytes"] > 0 and rep["engine_report"]["num_layers"] > 0
         assert rep["engine_report"]["source"] == "builder_log"
         assert rep["engine_validity_here"]["validity"] == "INVALID"
-        assert rep["execution"]["verified"] is False
+        assert rep["execution"]["executed"] is False
         assert rep["cuda_graphs"]["mode"] == "rtx_whole_graph_capture" and rep["cuda_graphs"]["used"] is None
         assert {"export", "parse", "build"} <= set(rep["prepare_s"])
         assert "jit_warmup" not in rep["prepare_s"]  # nothing ran

@@ -740,7 +740,7 @@ class TensorRTRunner(TorchRunner):
                            "description": str(e.desc())})
         self.facts["parser"] = {"ok": bool(parsed), "num_errors": len(errors), "errors": errors,
                                 "unsupported_nodes": []}
-        self._parser_entries = [{"kind": "parser_error", **e} for e in errors]
+        self._parser_entries = [{"kind": "parser_error", **e, "phase": "parse"} for e in errors]
         if not parsed:
             try:
                 nodes = unsupported_nodes(trt, exported.model)
@@ -848,8 +848,8 @@ class TensorRTRunner(TorchRunner):
                      if flags & int(m)] if hasattr(self._trt, "EngineInvalidityDiagnostics") else []
             self.facts["engine_validity_here"] = {"validity": validity.name, "diagnostics": named,
                                                   "diagnostics_flags": flags}
-        self.facts["execution"] = {"verified": False, "why": "not executed here: no GPU this flavour "
-                                                             "runs on is usable"}
+        self.facts["execution"] = {"executed": False, "why": "no GPU this flavour runs on is usable here; "
+                                                             "only build facts were gathered"}
         return self.report()
 
     # -- execution -------------------------------------------------------------------------------
@@ -889,9 +889,13 @@ class TensorRTRunner(TorchRunner):
             if self._plan.mode == "stream_capture":
                 with phases("graph_capture"):
                     self._capture(example)
+            elif self._plan.mode == "rtx_whole_graph_capture" and not self._capturable():
+                self._graph_fallback("TensorRT for RTX reports the execution context is not stream "
+                                     "capturable, so its whole-graph capture cannot apply", "jit_warmup",
+                                     "TensorRT for RTX cuda_graph_strategy=whole_graph_capture")
             else:
                 self.facts["cuda_graphs"]["used"] = self._plan.mode
-            self.facts["execution"] = {"verified": True, "engine_bytes": len(engine_bytes)}
+            self.facts["execution"] = {"executed": True}
 
     def _create_context(self, trt: ModuleType, engine: Any) -> Any:
         """The execution context; for RTX with its runtime config (graph strategy, runtime cache)."""
@@ -916,8 +920,9 @@ class TensorRTRunner(TorchRunner):
 
     def _load_runtime_cache(self, rc: Any) -> dict[str, Any]:
         """Attach an RTX runtime cache, from disk when a compatible one is there."""
-        if not self.options["runtime_cache"]:
-            return {"enabled": False, "why": "option runtime_cache=false"}
+        off = [k for k in ("runtime_cache", "cache") if not self.options[k]]
+        if off:
+            return {"enabled": False, "why": f"option {off[0]}=false"}
         if not hasattr(rc, "create_runtime_cache"):
             return {"enabled": False, "why": "this TensorRT for RTX has no runtime cache"}
         gpu = self._gpu or {}
@@ -1032,12 +1037,23 @@ class TensorRTRunner(TorchRunner):
         runs = self.options["layer_profile_runs"]
         try:
             profiler = tr.make_profiler(trt)
-            ctx = (self._engine.create_execution_context(self._runtime_config)
-                   if self._runtime_config is not None else self._engine.create_execution_context())
+            if self._runtime_config is not None:
+                # its own runtime config: no RTX graph around profiled layers; the same kernel cache
+                rc = self._engine.create_runtime_config()
+                rc.cuda_graph_strategy = trt.CudaGraphStrategy.DISABLED
+                if self._runtime_cache is not None:
+                    rc.set_runtime_cache(self._runtime_cache)
+                ctx = self._engine.create_execution_context(rc)
+            else:
+                ctx = self._engine.create_execution_context()
             for n, buf in self._buffers.items():
                 ctx.set_tensor_address(n, buf.data_ptr())
             for n, shape in self._bound.items():
                 ctx.set_input_shape(n, shape)
+            self.h2d(example)
+            if not ctx.execute_async_v3(self._stream.cuda_stream):  # this context's own first call
+                raise RuntimeError("execute_async_v3 failed on the profiling context")
+            self._stream.synchronize()
             ctx.profiler = profiler
             ctx.enqueue_emits_profile = False
             for _ in range(runs):
@@ -1055,12 +1071,29 @@ class TensorRTRunner(TorchRunner):
         except Exception as e:
             self.facts["layer_profile"] = {"error": _error_line(e)}
 
+    def _capturable(self) -> bool:
+        """TensorRT's own answer whether the context's work can be captured on the runner's stream."""
+        ctx = self._context
+        if not hasattr(ctx, "is_stream_capturable"):
+            return True  # releases without the query: the capture itself decides
+        capturable = bool(ctx.is_stream_capturable(self._stream.cuda_stream))
+        self.facts["cuda_graphs"]["stream_capturable"] = capturable
+        return capturable
+
+    def _graph_fallback(self, why: str, phase: str, source: str) -> None:
+        """Run without a graph, and say so: a warning and a ``cudagraph_skip`` fallback."""
+        self._graph = None
+        warning = f"CUDA graphs off, running execute_async_v3 without a graph: {why}"
+        self.facts["cuda_graphs"]["used"] = "off"
+        self.facts["cuda_graphs"]["warnings"].append(warning)
+        self._graph_entries = [{"kind": "cudagraph_skip", "reason": why, "count": 1, "detail": warning,
+                                "phase": phase, "source": source}]
+
     def _capture(self, example: tuple[np.ndarray, ...]) -> None:
         """Capture ``execute_async_v3`` in a CUDA graph; on failure run without one, with a warning."""
         ctx = self._context
-        stream = self._stream.cuda_stream
         try:
-            if hasattr(ctx, "is_stream_capturable") and not ctx.is_stream_capturable(stream):
+            if not self._capturable():
                 raise _NotCapturable("TensorRT reports the execution context is not stream capturable")
             self.d2h(self.compute(self.h2d(example)))  # one call before capture
             graph = torch.cuda.CUDAGraph()
@@ -1071,14 +1104,8 @@ class TensorRTRunner(TorchRunner):
             self.d2h(self.compute(self.h2d(example)))  # one replay
             self.facts["cuda_graphs"]["used"] = "stream_capture"
         except Exception as e:
-            self._graph = None
-            why = _error_line(e)
-            warning = f"CUDA graph capture failed, running execute_async_v3 without a graph: {why}"
-            self.facts["cuda_graphs"]["used"] = "off"
-            self.facts["cuda_graphs"]["warnings"].append(warning)
-            self._graph_entries = [{"kind": "cudagraph_skip", "reason": why, "count": 1, "detail": warning,
-                                    "phase": "graph_capture",
-                                    "source": "torch.cuda.graph stream capture of execute_async_v3"}]
+            self._graph_fallback(f"the capture failed: {_error_line(e)}", "graph_capture",
+                                 "torch.cuda.graph stream capture of execute_async_v3")
             torch.cuda.synchronize(self.device)
             self.d2h(self.compute(self.h2d(example)))  # the context still runs without a graph
 

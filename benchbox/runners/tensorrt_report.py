@@ -275,6 +275,13 @@ def _group(entries: list[tuple[tuple[Any, ...], str]]) -> list[tuple[tuple[Any, 
     return [(k, len(v), v[:EXAMPLES]) for k, v in groups.items()]
 
 
+def _phase(level: str, source: str) -> str:
+    """The preparation phase a finding comes from (as the torch-compile runner names its phase)."""
+    if level == "network":
+        return "parse"
+    return "engine_load" if source == "engine_inspector" else "build"
+
+
 def precision_islands(layers: list[dict[str, Any]], model_dtype: str, *, level: str,
                       source: str) -> list[dict[str, Any]]:
     """Layers computing in another floating precision than the model's, one entry per
@@ -288,7 +295,7 @@ def precision_islands(layers: list[dict[str, Any]], model_dtype: str, *, level: 
              "model_dtype": model_dtype, "count": n, "examples": ex,
              "detail": f"{n} {t} layer(s) {'declared' if level == 'network' else 'running'} in {p} "
                        f"in a {model_dtype} model",
-             "source": source}
+             "phase": _phase(level, source), "source": source}
             for (p, t), n, ex in _group(picked)]
 
 
@@ -313,7 +320,8 @@ def _transition(layer: dict[str, Any]) -> str:
 def reformat_entries(layers: list[dict[str, Any]], source: str) -> list[dict[str, Any]]:
     picked = [((_transition(layer),), str(layer.get("name"))) for layer in layers if is_reformat(layer)]
     return [{"kind": "reformat_layer", "level": "engine", "precision": t, "layer_type": "Reformat",
-             "count": n, "examples": ex, "detail": f"{n} reformat layer(s) {t}", "source": source}
+             "count": n, "examples": ex, "detail": f"{n} reformat layer(s) {t}",
+             "phase": _phase("engine", source), "source": source}
             for (t,), n, ex in _group(picked)]
 
 
@@ -321,7 +329,8 @@ def plugin_entries(layers: list[dict[str, Any]], *, level: str, source: str) -> 
     picked = [((str(layer.get("type")), str(layer.get("precision"))), str(layer.get("name")))
               for layer in layers if is_plugin(layer)]
     return [{"kind": "plugin_layer", "level": level, "layer_type": t, "precision": p, "count": n,
-             "examples": ex, "detail": f"{n} {t} layer(s) ({p})", "source": source}
+             "examples": ex, "detail": f"{n} {t} layer(s) ({p})", "phase": _phase(level, source),
+             "source": source}
             for (t, p), n, ex in _group(picked)]
 
 
@@ -329,7 +338,7 @@ def unsupported_entries(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """ONNX nodes the parser cannot translate, one entry per operator."""
     picked = [((str(n.get("op")),), str(n.get("name"))) for n in nodes]
     return [{"kind": "unsupported_node", "op": op, "count": n, "examples": ex,
-             "detail": f"{n} ONNX {op} node(s) TensorRT cannot parse",
+             "detail": f"{n} ONNX {op} node(s) TensorRT cannot parse", "phase": "parse",
              "source": "OnnxParser.supports_model_v2 subgraphs"}
             for (op,), n, ex in _group(picked)]
 
