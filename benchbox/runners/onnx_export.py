@@ -229,14 +229,11 @@ def export_key(task: Any, model: Any, example: tuple[np.ndarray, ...], *, opset:
     the source files of the task and model classes, the weights, the example's shapes and
     dtypes, the dynamic axes with their ranges, the export options and library versions.
     """
+    import onnx
+    import onnxscript
     import torch
 
-    versions = {"torch": torch.__version__}
-    for mod in ("onnx", "onnxscript"):
-        try:
-            versions[mod] = str(importlib.import_module(mod).__version__)
-        except ImportError:
-            versions[mod] = None
+    versions = {"torch": torch.__version__, "onnx": onnx.__version__, "onnxscript": onnxscript.__version__}
     dyn = dynamic_axes(input_shapes, tuple(task.input_names))
     doc = {
         "revision": EXPORT_CODE_REVISION,
