@@ -915,3 +915,47 @@ def test_selfcheck_on_a_machine_without_a_gpu_says_it_did_not_execute(tmp_path: 
         r = load_receipt(p)
         assert r["results"] and all(row["status"] == "failed" and row["samples_ns"] == []
                                     for row in r["results"])
+
+
+def test_dynamic_shapes_bind_views_of_the_maximum_buffers_on_a_mocked_gpu() -> None:
+    """No GPU here: CPU tensors stand in for the device and pinned buffers and a stand-in
+    plays the execution context; the binding logic is the runner's."""
+    import torch
+
+    class Context:
+        def __init__(self) -> None:
+            self.shapes: dict[str, tuple[int, ...]] = {}
+            self.calls: list[tuple[str, tuple[int, ...]]] = []
+
+        def set_input_shape(self, name: str, shape: tuple[int, ...]) -> bool:
+            self.calls.append((name, tuple(shape)))
+            self.shapes[name] = tuple(shape)
+            return shape[1] <= 64
+
+        def get_tensor_shape(self, name: str) -> tuple[int, ...]:
+            return self.shapes[name] if name in self.shapes else (1, self.shapes["ids"][1], 3)
+
+    r = TensorRTRunner("cpu")
+    ctx = r._context = Context()
+    r._input_order, r.output_names, r._dynamic = ("ids", "mask"), ("logits",), {"ids", "mask"}
+    r._buffers = {"ids": torch.zeros(1, 64, dtype=torch.int64), "mask": torch.zeros(1, 64),
+                  "logits": torch.zeros(1, 64, 3)}
+    r._full_staging = [torch.zeros(1, 64, dtype=torch.int64), torch.zeros(1, 64)]
+    seven = (np.arange(7, dtype=np.int64)[None], np.ones((1, 7), np.float32))
+    r._apply_shapes(seven, force=True)
+    assert [tuple(t.shape) for t in r._inputs] == [(1, 7), (1, 7)]
+    assert [tuple(t.shape) for t in r._staging] == [(1, 7), (1, 7)]
+    assert tuple(r._outputs[0].shape) == (1, 7, 3)
+    # views of the same storage: the addresses bound to the engine stay valid
+    assert [t.data_ptr() for t in r._inputs] == [r._buffers["ids"].data_ptr(), r._buffers["mask"].data_ptr()]
+    assert r._outputs[0].data_ptr() == r._buffers["logits"].data_ptr()
+    r._staging[0].numpy()[...] = seven[0]
+    assert r._full_staging[0][0, :7].tolist() == list(range(7))
+    calls = len(ctx.calls)
+    r._apply_shapes(seven)  # the same shapes: nothing is set again
+    assert len(ctx.calls) == calls
+    r._apply_shapes((np.zeros((1, 3), np.int64), np.ones((1, 3), np.float32)))
+    assert ctx.calls[-2:] == [("ids", (1, 3)), ("mask", (1, 3))]
+    assert tuple(r._outputs[0].shape) == (1, 3, 3)
+    with pytest.raises(RuntimeError, match=r"TensorRT refused shape \[1, 65\] for input ids"):
+        r._apply_shapes((np.zeros((1, 65), np.int64), np.ones((1, 65), np.float32)))
