@@ -52,8 +52,7 @@ NOT_INSTALLED = ("neither tensorrt nor tensorrt_rtx_bindings is installed: "
                  "pip install 'benchbox[tensorrt]' or 'benchbox[tensorrt-rtx]'")
 NEEDS_CUDA = "TensorRT needs a CUDA device (--device cuda)"
 #: compute capability an RTX engine is built for when no option names one and no GPU the
-#: flavour supports is usable (Ada, e.g. RTX 4090 / L4 / L40S: the newest data-centre and
-#: workstation generation TensorRT for RTX 1.x builds for)
+#: flavour supports is usable (Ada Lovelace: RTX 40-series, L4, L40S)
 DEFAULT_OFFLINE_CAPABILITY = "8.9"
 
 OPTION_DEFAULTS: dict[str, Any] = {
