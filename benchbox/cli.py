@@ -358,5 +358,31 @@ def runners(device: str) -> None:
         click.echo(f"{name:<16} {'ready' if reason is None else reason}")
 
 
+@main.command()
+@click.option("--runner", default="tensorrt", show_default=True, type=click.Choice(["tensorrt"]))
+@click.option("--device", default="cuda", show_default=True, help="cuda or cuda:N.")
+@click.option("--flavour", "flavours", multiple=True, type=click.Choice(["tensorrt", "tensorrt_rtx"]),
+              help="Flavour to check (repeatable); default every flavour that imports.")
+@click.option("--samples", default=100, show_default=True, type=int)
+@click.option("--warmup", default=5, show_default=True, type=int)
+@click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the receipts and verdict.txt go; default receipts/selfcheck-STAMP/.")
+def selfcheck(runner: str, device: str, flavours: tuple[str, ...], samples: int, warmup: int,
+              out_dir: Path | None) -> None:
+    """Run every built-in contract on the tiny task with a runner and check the results.
+
+    Exit 0: every check passed; 1: a check failed; 3: nothing could execute here (the
+    verdict says why; no GPU result is claimed).
+    """
+    from benchbox.selfcheck import SelfCheckConfig, run_selfcheck
+
+    result = run_selfcheck(SelfCheckConfig(runner=runner, device=device, flavours=flavours,
+                                           samples=samples, warmup=warmup, out_dir=out_dir),
+                           progress=lambda s: click.echo(s, err=True))
+    click.echo(result.verdict_text())
+    click.echo(f"verdict written to {result.verdict_path}")
+    sys.exit(result.exit_code)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

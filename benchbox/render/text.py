@@ -10,25 +10,40 @@ from benchbox.receipts.typed import Record
 from benchbox.render.common import ci_ms, contract_label, ms, ratio_ci
 
 _FALLBACK_WORDS = {"graph_break": "graph break", "recompile": "recompile",
-                   "autotune_choice": "autotune pick", "cudagraph_skip": "cudagraph skip"}
+                   "autotune_choice": "autotune pick", "cudagraph_skip": "cudagraph skip",
+                   "precision_island": "precision-island layer", "reformat_layer": "reformat layer",
+                   "plugin_layer": "plugin layer", "unsupported_node": "unsupported node",
+                   "parser_error": "parser error"}
+
+
+def _count(f: Mapping[str, Any]) -> int:
+    n = f.get("count", 1)
+    return n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else 1
 
 
 def fallback_summary(entries: Sequence[Mapping[str, Any] | Record]) -> str:
-    """One phrase per fallback kind: "1 graph break, 2 aten ops (layer_norm forced), 3 autotune picks"."""
+    """One phrase per fallback kind: "1 graph break, 2 aten ops (layer_norm forced), 3 autotune picks".
+
+    Grouped entries count their ``count``; entries with a ``level`` (TensorRT's network
+    definition or engine) are counted per level.
+    """
     fallbacks = [f.to_json() if isinstance(f, Record) else f for f in entries]
-    counts: dict[str, int] = {}
+    counts: dict[tuple[str, str], int] = {}
     for f in fallbacks:
+        if not isinstance(f, Mapping):
+            continue
         kind = str(f.get("kind", "other"))
         if kind == "aten_fallback" and not f.get("calls", 1):
             continue  # forced, but absent from the generated code
-        n = int(f.get("count", 1)) if kind in ("graph_break", "cudagraph_skip", "autotune_choice") else 1
-        counts[kind] = counts.get(kind, 0) + n
-    forced = sorted({str(f["requested"]) for f in fallbacks
-                     if f.get("kind") == "aten_fallback" and f.get("requested") and f.get("calls")})
+        n = _count(f) if kind != "aten_fallback" else 1
+        key = (kind, str(f["level"]) if isinstance(f.get("level"), str) else "")
+        counts[key] = counts.get(key, 0) + n
+    forced = sorted({str(f["requested"]) for f in fallbacks if isinstance(f, Mapping)
+                     and f.get("kind") == "aten_fallback" and f.get("requested") and f.get("calls")})
     parts = []
-    for kind, n in counts.items():
+    for (kind, level), n in counts.items():
         word = "aten op" if kind == "aten_fallback" else _FALLBACK_WORDS.get(kind, kind.replace("_", " "))
-        part = f"{n} {word}{'' if n == 1 else 's'}"
+        part = f"{n} {level + ' ' if level else ''}{word}{'' if n == 1 else 's'}"
         if kind == "aten_fallback" and forced:
             part += f" ({', '.join(forced)} forced)"
         parts.append(part)

@@ -4,6 +4,11 @@ The export is a preparation phase: never inside any contract. It records what
 the exporter did (exporter, opset, the ATen operators the graph was decomposed
 into, the ONNX operators it produced, warnings) so a receipt can say how the
 model reached the runner.
+
+Inputs the task declares with a size range (``Task.input_shapes``) are exported
+with dynamic dimensions. ``load_or_export`` keeps exports on disk, keyed by
+everything that decides the ONNX bytes (model weights and code, input shapes,
+export options, library versions), so a runner does not export the same model twice.
 """
 
 from __future__ import annotations
@@ -11,8 +16,11 @@ from __future__ import annotations
 import collections
 import hashlib
 import importlib.util
+import inspect
 import io
+import json
 import logging
+import os
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from benchbox.errors import MissingExtraError
+from benchbox.errors import MissingExtraError, UsageError
+from benchbox.runners.base import Phases
+
+#: bump when ``export_onnx`` changes what it writes for the same inputs (invalidates cached exports)
+EXPORT_CODE_REVISION = 2
 
 
 @dataclass(frozen=True)
@@ -100,12 +112,25 @@ class _Records(logging.Handler):
         self.lines.append(f"{record.name}: {record.getMessage()}"[:500])
 
 
+def dynamic_axes(input_shapes: dict[str, Any] | None, input_names: tuple[str, ...]) -> dict[str, list[int]]:
+    """Input name → the axes whose size may vary (from ``InputShape``s); fixed inputs left out."""
+    out: dict[str, list[int]] = {}
+    for name in input_names:
+        shape = (input_shapes or {}).get(name)
+        if shape is not None and shape.dynamic_axes:
+            out[name] = list(shape.dynamic_axes)
+    return out
+
+
 def export_onnx(task: Any, example: tuple[np.ndarray, ...] | None = None, *, model: Any = None,
-                opset: int | None = None, dynamo: bool = True) -> OnnxExport:
+                opset: int | None = None, dynamo: bool = True,
+                input_shapes: dict[str, Any] | None = None) -> OnnxExport:
     """Export ``task.build_model()`` (or ``model``) to ONNX with ``example`` as the inputs.
 
     Input and output names come from ``task.input_names``/``task.output_names``; the
     inputs are whatever ``task.preprocess`` returns, so any task exports the same way.
+    Axes that ``input_shapes`` declares variable are exported as dynamic dimensions
+    (their example size must not be 0 or 1, which the exporter specializes).
     """
     missing = missing_export_packages()
     if missing:
@@ -128,6 +153,12 @@ def export_onnx(task: Any, example: tuple[np.ndarray, ...] | None = None, *, mod
                               "dynamo": dynamo}
     if opset is not None:
         kwargs["opset_version"] = opset
+    dyn = dynamic_axes(input_shapes, input_names)
+    if dyn:
+        if not dynamo:
+            raise UsageError("dynamic input shapes need the dynamo exporter")
+        kwargs["dynamic_shapes"] = tuple({a: torch.export.Dim.DYNAMIC for a in dyn[n]} if n in dyn else None
+                                         for n in input_names)
     handler = _Records()
     loggers = [logging.getLogger(n) for n in ("torch.onnx", "torch.export", "onnxscript")]
     for lg in loggers:
@@ -153,6 +184,7 @@ def export_onnx(task: Any, example: tuple[np.ndarray, ...] | None = None, *, mod
         "output_names": list(output_names),
         "example_shapes": [list(a.shape) for a in example],
         "example_dtypes": [str(a.dtype) for a in example],
+        "dynamic_axes": dyn,
         "warnings": [f"{w.category.__name__}: {w.message}"[:500] for w in caught],
         "log_warnings": handler.lines,
     }
@@ -166,3 +198,101 @@ def export_onnx(task: Any, example: tuple[np.ndarray, ...] | None = None, *, mod
     except ImportError:
         pass
     return OnnxExport(data, facts["onnx_sha256"], input_names, output_names, facts)
+
+
+def model_sha256(model: Any) -> str:
+    """sha256 of a module's state: every tensor's name, dtype, shape and bytes."""
+    import torch
+
+    h = hashlib.sha256()
+    for name, t in sorted(model.state_dict().items()):
+        t = t.detach().to("cpu").contiguous()
+        h.update(f"{name}|{t.dtype}|{list(t.shape)}|".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def _source_sha256(cls: type) -> str | None:
+    """sha256 of the file that defines ``cls`` (None when there is no file, e.g. ``__main__``)."""
+    try:
+        path = inspect.getsourcefile(cls)
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest() if path else None
+    except (OSError, TypeError):
+        return None
+
+
+def export_key(task: Any, model: Any, example: tuple[np.ndarray, ...], *, opset: int | None,
+               dynamo: bool = True, input_shapes: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    """The cache key of one export and the document it hashes.
+
+    Everything that decides the ONNX bytes: the task's facts (name, size, dtype, options),
+    the source files of the task and model classes, the weights, the example's shapes and
+    dtypes, the dynamic axes with their ranges, the export options and library versions.
+    """
+    import onnx
+    import onnxscript
+    import torch
+
+    versions = {"torch": torch.__version__, "onnx": onnx.__version__, "onnxscript": onnxscript.__version__}
+    dyn = dynamic_axes(input_shapes, tuple(task.input_names))
+    doc = {
+        "revision": EXPORT_CODE_REVISION,
+        "task": task.info(),
+        "task_class": f"{type(task).__module__}.{type(task).__qualname__}",
+        "task_source_sha256": _source_sha256(type(task)),
+        "model_class": f"{type(model).__module__}.{type(model).__qualname__}",
+        "model_source_sha256": _source_sha256(type(model)),
+        "model_sha256": model_sha256(model),
+        "inputs": [[n, list(a.shape), str(a.dtype)] for n, a in zip(task.input_names, example)],
+        "outputs": list(task.output_names),
+        "dynamic": {n: [list(input_shapes[n].min), list(input_shapes[n].opt), list(input_shapes[n].max)]
+                    for n in dyn} if input_shapes else {},
+        "opset": opset, "exporter": "dynamo" if dynamo else "torchscript",
+        "versions": versions,
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest(), doc
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def load_or_export(task: Any, example: tuple[np.ndarray, ...], *, model: Any, opset: int | None,
+                   cache_dir: Path | None, phases: Phases,
+                   input_shapes: dict[str, Any] | None = None) -> tuple[OnnxExport, dict[str, Any]]:
+    """The export of ``model`` from ``cache_dir`` if it holds it, else a fresh one (then stored).
+
+    Phases: ``export_key`` (hashing the model), then ``export_cache_load`` or ``export``.
+    Returns the export and the cache facts (enabled, hit, key, path). A stored export whose
+    bytes do not match its recorded hash is ignored and replaced.
+    """
+    if missing_export_packages():
+        raise MissingExtraError(" and ".join(missing_export_packages()), "onnx")
+    with phases("export_key"):
+        key, doc = export_key(task, model, example, opset=opset, input_shapes=input_shapes)
+    facts: dict[str, Any] = {"enabled": cache_dir is not None, "hit": False, "key": key,
+                             "key_parts": sorted(doc)}
+    if cache_dir is not None:
+        onnx_path, meta_path = cache_dir / f"{key}.onnx", cache_dir / f"{key}.json"
+        facts["path"] = str(onnx_path)
+        if onnx_path.is_file() and meta_path.is_file():
+            with phases("export_cache_load"):
+                data = onnx_path.read_bytes()
+                try:
+                    meta = json.loads(meta_path.read_text())
+                except (OSError, ValueError):
+                    meta = {}
+            if isinstance(meta, dict) and meta.get("onnx_sha256") == hashlib.sha256(data).hexdigest():
+                facts["hit"] = True
+                return (OnnxExport(data, meta["onnx_sha256"], tuple(task.input_names),
+                                   tuple(task.output_names), meta), facts)
+            facts["stale_entry_replaced"] = True
+    with phases("export"):
+        exported = export_onnx(task, example, model=model, opset=opset, input_shapes=input_shapes)
+    if cache_dir is not None:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        _write_atomic(cache_dir / f"{key}.onnx", exported.model)
+        _write_atomic(cache_dir / f"{key}.json", json.dumps(exported.facts, default=str).encode())
+    return exported, facts

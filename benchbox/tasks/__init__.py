@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from benchbox.errors import UsageError
-from benchbox.tasks.base import GENERIC_GATES, CallTrace, Case, GateResult, Task
+from benchbox.tasks.base import GENERIC_GATES, CallTrace, Case, GateResult, InputShape, Task
 
-__all__ = ["GENERIC_GATES", "CallTrace", "Case", "GateResult", "SizeInfo", "Task", "TaskInfo",
+__all__ = ["GENERIC_GATES", "CallTrace", "Case", "GateResult", "InputShape", "SizeInfo", "Task", "TaskInfo",
            "builtin_tasks", "describe_tasks", "load_task"]
 
 

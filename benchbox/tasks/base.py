@@ -22,6 +22,44 @@ class Case:
         return hashlib.sha256(self.request).hexdigest()
 
 
+@dataclass(frozen=True)
+class InputShape:
+    """The shapes one model input may take: ``min`` ≤ ``opt`` ≤ ``max`` in every dimension.
+
+    All three equal: a fixed shape. A runner that compiles for shapes (an optimization
+    profile of a TensorRT engine) builds for this range and tunes for ``opt``.
+    """
+
+    min: tuple[int, ...]
+    opt: tuple[int, ...]
+    max: tuple[int, ...]
+
+    @classmethod
+    def fixed(cls, shape: tuple[int, ...] | list[int]) -> InputShape:
+        s = tuple(int(d) for d in shape)
+        return cls(s, s, s)
+
+    @property
+    def dynamic_axes(self) -> tuple[int, ...]:
+        """The dimensions whose size may vary (``min != max``)."""
+        return tuple(i for i, (lo, hi) in enumerate(zip(self.min, self.max)) if lo != hi)
+
+    def problem(self) -> str | None:
+        """Why the declaration is inconsistent, or None."""
+        if not (len(self.min) == len(self.opt) == len(self.max)):
+            ranks = ", ".join(str(len(s)) for s in (self.min, self.opt, self.max))
+            return f"min, opt and max have different ranks ({ranks})"
+        for i, (lo, mid, hi) in enumerate(zip(self.min, self.opt, self.max)):
+            if not 0 <= lo <= mid <= hi:
+                return f"dimension {i}: expected 0 ≤ min ≤ opt ≤ max, got {lo}, {mid}, {hi}"
+        return None
+
+    def admits(self, shape: tuple[int, ...]) -> bool:
+        """Whether ``shape`` lies within [min, max]."""
+        return len(shape) == len(self.min) and all(
+            lo <= int(d) <= hi for d, lo, hi in zip(shape, self.min, self.max))
+
+
 @dataclass
 class CallTrace:
     """What one untimed validation call produced at each stage boundary."""
@@ -109,6 +147,15 @@ class Task(ABC):
     @abstractmethod
     def build_model(self) -> Any:
         """A torch.nn.Module in eval mode at ``self.dtype`` (float32 for the reference)."""
+
+    def input_shapes(self) -> dict[str, InputShape]:
+        """The shapes each input may take, by input name (a runner builds for this range).
+
+        Default: the fixed shapes of the first case's inputs. A task whose inputs vary in
+        size (e.g. sequence length) returns ``InputShape(min, opt, max)`` per input.
+        """
+        host = self.preprocess(self.parse(self.cases()[0].request))
+        return {n: InputShape.fixed(tuple(a.shape)) for n, a in zip(self.input_names, host)}
 
     def sizes(self) -> list[str]:
         return [self.size]
