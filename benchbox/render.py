@@ -38,6 +38,21 @@ def fallback_summary(fallbacks: list[dict[str, Any]]) -> str:
     return ", ".join(parts) or "none"
 
 
+def compile_lines(results: list[dict[str, Any]]) -> list[str]:
+    """What each compiling runner reused or found unstable (its report's one-line summaries)."""
+    out, seen = [], set()
+    for r in results:
+        comp = (r.get("runner_report") or {}).get("compile")
+        if not isinstance(comp, dict) or r.get("runner") in seen:
+            continue
+        seen.add(r.get("runner"))
+        for part in ("pin", "autotune_stability"):
+            text = (comp.get(part) or {}).get("summary") if isinstance(comp.get(part), dict) else None
+            if isinstance(text, str) and text:
+                out.append(f"{r['runner']} compile: {text}" if part == "pin" else f"{r['runner']} {text}")
+    return out
+
+
 def results_table(receipt: dict[str, Any]) -> str:
     """One line per (runner, case): status, p50/p99 in ms with intervals, samples."""
     c = receipt["contract"]
@@ -65,6 +80,7 @@ def results_table(receipt: dict[str, Any]) -> str:
         if fb and r["runner"] not in reported:
             reported[r["runner"]] = fb
     lines += [f"{name} fallbacks: {fallback_summary(fb)}" for name, fb in reported.items()]
+    lines += compile_lines(receipt["results"])
     comp = receipt.get("comparisons") or {}
     if comp.get("rows"):
         lines.append(f"p50 ratio against {comp['baseline']} (valid rows only):")
