@@ -24,6 +24,12 @@ from benchbox.run import RunConfig, run
 atexit.register(shutil.rmtree, os.environ["BENCHBOX_CACHE"], True)
 
 
+@pytest.fixture(autouse=True)
+def _own_benchbox_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test compiles as if for the first time: no test reuses another's pinned compile."""
+    monkeypatch.setenv("BENCHBOX_CACHE", str(tmp_path_factory.mktemp("benchbox-cache")))
+
+
 def make_receipt(tmp: Path, name: str = "r.json", **kw: object) -> dict:
     """Run benchbox for real (eager only by default: seconds on a CPU) and load the receipt."""
     defaults: dict = {"runners": ("torch-eager",), "samples": 40, "warmup": 2, "out": tmp / name}

@@ -386,6 +386,17 @@ def test_a_flip_to_the_recorded_runner_up_is_named_with_its_site_count_and_time(
     expect = f"{kernel_family(was)} → {kernel_family(runner_up['kernel'])} at 1 site"
     assert len(lines) == 1 and expect in lines[0] and lines[0].startswith("bmm"), lines
 
+    every = copy.deepcopy(base)
+    for f in every:
+        if f["kind"] == "autotune_choice":
+            up = f["alternatives"][1]
+            f.update(chosen=up["kernel"], chosen_kind=up["kind"], chosen_ms=up["ms"])
+    pairs = {(kernel_family(f["chosen"]), kernel_family(g["chosen"])) for f, g in zip(base, every)
+             if f["kind"] == "autotune_choice"}
+    lines = probable_causes(base, every)
+    assert len(lines) == len(pairs)  # one line per (from, to), call sites of every shape counted together
+    assert sum(int(ln.split(" at ")[1].split()[0]) for ln in lines) == 3, lines
+
     sites = _record(matmul_runs["fresh"])["pinned"]["sites"]
     moved = copy.deepcopy(sites)
     alt = moved[0]["alternatives"][1]
@@ -548,3 +559,24 @@ def test_fallbacks_module_never_imports_torch() -> None:
 
     code = "import sys, benchbox.fallbacks; sys.exit(1 if 'torch' in sys.modules else 0)"
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
+
+
+def test_inductor_settings_outside_the_key_make_a_pinned_run_partly_reused_and_say_so(tmp_path: Path) -> None:
+    """An inductor setting changed around the runner (not among its options) changes inductor's own
+    cache key but not benchbox's: the pinned compile is found, its graph misses, the report says why."""
+    from torch._inductor import config as inductor_config
+
+    def once(name: str) -> dict:
+        return _receipt(tmp_path / f"{name}.json", task=TASK, cases=("v0",), runners=("torch-compile",),
+                        samples=3, task_options={"graph_break": False},
+                        runner_options={"torch-compile": {"mode": "default", "cold_warm": False,
+                                                          "cache_dir": str(tmp_path / "cache")}})
+
+    first = once("first")
+    with inductor_config.patch({"max_fusion_size": 7}):
+        second = once("second")
+    p1, p2 = _report(first)["compile"]["pin"], _report(second)["compile"]["pin"]
+    assert p1["status"] == "fresh" and p2["status"] == "partly_reused" and p1["key"] == p2["key"]
+    assert p2["graphs"]["fx_graph_cache_misses"] >= 1 and p2["graphs"]["fx_graph_cache_hits"] == 0
+    assert "anew under the pinned key" in p2["note"] and "PARTLY reused" in p2["summary"]
+    assert _compiled(second)[0]["status"] == "valid"

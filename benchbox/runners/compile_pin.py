@@ -161,8 +161,11 @@ def key_lock(path: Path) -> Iterator[None]:
 def write_json_atomic(path: Path, doc: Any) -> None:
     """Write ``doc`` to a temporary file beside ``path``, then rename it over ``path``."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True, default=str))
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(doc, indent=1, sort_keys=True, default=str))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 class PinStore:
