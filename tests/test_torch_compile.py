@@ -305,6 +305,7 @@ def test_second_pinned_run_reuses_the_compile_and_runs_the_same_kernels(matmul_r
     # the reused run compiled once, from the pinned caches: every graph hit, nothing was autotuned
     assert "compile_cold" not in reused["prepare_s"] and reused["prepare_s"]["compile_warm"] > 0
     assert pr["graphs"]["fx_graph_cache_hits"] >= 1 and pr["graphs"]["fx_graph_cache_misses"] == 0
+    assert pr["graphs"]["autotuned_call_sites"] == 0
     assert reused["compile"]["phases"]["compile_warm"]["autotuned_ops"] == 0
     assert pr["picks_generation"] == 1 and "generation 1" in pr["picks_from"]
     assert reused["compile"]["cache_dir"] == fresh["compile"]["cache_dir"]
