@@ -350,6 +350,7 @@ def test_autotune_stability_compares_two_fresh_compiles_by_the_autotuners_timing
     assert stab["tuned_ms_first"] == pytest.approx(sum(s["chosen_ms"] for s in first))
     assert stab["timing_ratio_unchanged"]["n"] == 3 - changed
     assert "autotuner" in stab["estimate_source"] and stab["summary"].startswith("autotune stability:")
+    assert f"torch-compile {stab['summary']}" in results_table(matmul_runs["unpinned"])
     assert stab["kernel_configs"] == {"kernels": 0, "changed": 0, "changed_kernels": [], "only_in_one": 0}
 
 
@@ -581,3 +582,18 @@ def test_inductor_settings_outside_the_key_make_a_pinned_run_partly_reused_and_s
     assert p2["graphs"]["fx_graph_cache_misses"] >= 1 and p2["graphs"]["fx_graph_cache_hits"] == 0
     assert "anew under the pinned key" in p2["note"] and "PARTLY reused" in p2["summary"]
     assert _compiled(second)[0]["status"] == "valid"
+
+
+def test_unusable_cache_dir_refused_in_one_line_before_anything_is_measured(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    r = subprocess.run([sys.executable, "-m", "benchbox", "run", "--runner", "torch-eager", "--runner",
+                        "torch-compile", "--runner-option", f"torch-compile:cache_dir={blocker}/cache",
+                        "--out", str(tmp_path / "r.json")], capture_output=True, text=True, timeout=300,
+                       cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "cache_dir" in r.stderr and "is not a directory" in r.stderr
+    assert not (tmp_path / "r.json").exists()
