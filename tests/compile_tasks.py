@@ -95,3 +95,52 @@ class VectorTask(Task):
 def factory(**kwargs: Any) -> VectorTask:
     """The task factory ``load_task`` calls."""
     return VectorTask(**kwargs)
+
+
+BATCH, ROWS = 4, 16
+
+
+@dataclass
+class MatmulTask(VectorTask):
+    """The vector request through three batched matmuls (no options).
+
+    On the CPU, ``max-autotune`` benchmarks inductor's C++ GEMM template against ATen's
+    ``bmm`` at each of the three call sites, so the autotuner really chooses here.
+    """
+
+    name: ClassVar[str] = "matmul"
+
+    def __post_init__(self) -> None:
+        if self.options:
+            raise ValueError(f"unknown option {sorted(self.options)[0]!r} (the matmul task has none)")
+
+    def preprocess(self, request: Any) -> tuple[np.ndarray, ...]:
+        v = np.asarray(request, dtype=np.float32)
+        ramp = np.linspace(0.5, 1.5, BATCH * ROWS, dtype=np.float32).reshape(BATCH, ROWS, 1)
+        return (np.ascontiguousarray(ramp * v),)
+
+    def build_model(self) -> Any:
+        import torch
+        from torch import nn
+
+        class Model(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                g = torch.Generator().manual_seed(0)
+                self.w1 = nn.Parameter(torch.randn(BATCH, DIM, 32, generator=g) / DIM ** 0.5)
+                self.w2 = nn.Parameter(torch.randn(BATCH, 32, 16, generator=g) / 32 ** 0.5)
+                self.w3 = nn.Parameter(torch.randn(BATCH, 16, len(LABELS), generator=g) / 4.0)
+
+            def forward(self, x: torch.Tensor) -> tuple[torch.Tensor]:
+                h = torch.relu(torch.bmm(x, self.w1))
+                h = torch.relu(torch.bmm(h, self.w2))
+                return (torch.bmm(h, self.w3).mean(dim=(0, 1)).unsqueeze(0).float(),)
+
+        dtype = {"float32": torch.float32, "float16": torch.float16,
+                 "bfloat16": torch.bfloat16}[self.dtype]
+        return Model().to(dtype).eval()
+
+
+def matmul_factory(**kwargs: Any) -> MatmulTask:
+    """The factory for ``--task tests.compile_tasks:matmul_factory``."""
+    return MatmulTask(**kwargs)

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
+
+# benchbox's caches (pinned torch.compile decisions, TensorRT engines) of a test session live in
+# a directory of their own, never in the developer's ~/.cache or $BENCHBOX_CACHE
+os.environ["BENCHBOX_CACHE"] = tempfile.mkdtemp(prefix="benchbox-test-cache-")
 
 # one intra-op thread: on a loaded 2-core machine, OpenMP's spinning threads can slow a
 # tiny model a hundredfold; results stay correct either way, tests just run steadier
@@ -13,6 +20,14 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import pytest
 
 from benchbox.run import RunConfig, run
+
+atexit.register(shutil.rmtree, os.environ["BENCHBOX_CACHE"], True)
+
+
+@pytest.fixture(autouse=True)
+def _own_benchbox_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test compiles as if for the first time: no test reuses another's pinned compile."""
+    monkeypatch.setenv("BENCHBOX_CACHE", str(tmp_path_factory.mktemp("benchbox-cache")))
 
 
 def make_receipt(tmp: Path, name: str = "r.json", **kw: object) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from benchbox.receipts.model import Receipt
+from benchbox.receipts.model import Receipt, ResultRow
 from benchbox.receipts.typed import Record
 from benchbox.render.common import ci_ms, contract_label, ms, ratio_ci
 
@@ -50,6 +50,21 @@ def fallback_summary(entries: Sequence[Mapping[str, Any] | Record]) -> str:
     return ", ".join(parts) or "none"
 
 
+def compile_lines(results: Sequence[ResultRow]) -> list[str]:
+    """What each compiling runner reused or found unstable (its report's one-line summaries)."""
+    out, seen = [], set()
+    for r in results:
+        comp = r.runner_report.extra.get("compile")
+        if not isinstance(comp, Mapping) or r.runner in seen:
+            continue
+        seen.add(r.runner)
+        for part in ("pin", "autotune_stability"):
+            text = comp[part].get("summary") if isinstance(comp.get(part), Mapping) else None
+            if isinstance(text, str) and text:
+                out.append(f"{r.runner} compile: {text}" if part == "pin" else f"{r.runner} {text}")
+    return out
+
+
 def results_table(receipt: Receipt) -> str:
     """One line per (runner, case): status, p50/p99 in ms with intervals, samples."""
     task = receipt.task
@@ -71,6 +86,7 @@ def results_table(receipt: Receipt) -> str:
         if r.fallbacks and r.runner not in reported:
             reported[r.runner] = r.fallbacks
     lines += [f"{name} fallbacks: {fallback_summary(fb)}" for name, fb in reported.items()]
+    lines += compile_lines(receipt.results)
     comp = receipt.comparisons
     if comp is not None and comp.rows:
         lines.append(f"p50 ratio against {comp.baseline} (valid rows only):")

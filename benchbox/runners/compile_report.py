@@ -26,6 +26,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchbox.fallbacks import kernel_label
+
 #: A call to an ATen/extern operator in inductor's generated Python wrapper code.
 _EXTERN_CALL = re.compile(r"\bextern_kernels\.(\w+)\(")
 _OP_CALL = re.compile(r"\btorch\.ops\.(\w+)\.(\w+)\.(\w+)\(")
@@ -108,9 +110,15 @@ def new_frames(seen: set[int]) -> list[dict[str, Any]]:
     return out
 
 
+def _unwrap(choice: Any) -> Any:
+    """The choice inside inductor's pre/post-processing wrapper (CPU GEMM templates come wrapped)."""
+    inner = getattr(choice, "__dict__", {}).get("_wrapped")
+    return choice if inner is None else inner
+
+
 def _choice_kind(choice: Any) -> str:
     """Which family an autotuning choice belongs to."""
-    cls = type(choice).__name__
+    cls = type(_unwrap(choice)).__name__
     if cls.startswith("Extern"):
         return "aten"  # an ATen kernel: cuBLAS/cuDNN on CUDA, MKL/oneDNN on the CPU
     if "TritonTemplate" in cls:
@@ -120,6 +128,15 @@ def _choice_kind(choice: Any) -> str:
     if cls.startswith("CUTLASS"):
         return "cutlass_template"
     return cls
+
+
+def _choice_key(choice: Any) -> str:
+    """Inductor's own identity of a choice (what its autotune cache is keyed by); stable
+    across compiles of the same code, unlike the numbered kernel name."""
+    try:
+        return str(choice.hash_key())
+    except Exception:  # a choice type without one: the name is all there is
+        return ""
 
 
 def _choice_name(choice: Any) -> str:
@@ -178,9 +195,9 @@ class CompileObserver:
         self.record.autotune.append({
             "op": name, "input_shapes": shapes,
             "chosen": _choice_name(best), "chosen_kind": _choice_kind(best),
-            "chosen_ms": finite[best],
-            "alternatives": [{"kernel": _choice_name(c), "kind": _choice_kind(c), "ms": t}
-                             for c, t in ranked[:20]],
+            "chosen_key": _choice_key(best), "chosen_ms": finite[best],
+            "alternatives": [{"kernel": _choice_name(c), "kind": _choice_kind(c), "key": _choice_key(c),
+                              "ms": t} for c, t in ranked[:20]],
             "n_choices": len(choices)})
 
     def __enter__(self) -> CompileObserver:
@@ -268,9 +285,6 @@ def aten_entries(record: PhaseRecord, forced: dict[str, list[str]],
     return out
 
 
-_KERNEL_NUMBER = re.compile(r"^[A-Za-z_]+?_\d+ ")
-
-
 def group_autotune(picks: list[dict[str, Any]], top: int = 5) -> list[dict[str, Any]]:
     """One entry per distinct decision: (op, input shapes, chosen kind, chosen config).
 
@@ -281,13 +295,14 @@ def group_autotune(picks: list[dict[str, Any]], top: int = 5) -> list[dict[str, 
     groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for a in picks:
         key = (str(a["op"]), json.dumps(a.get("input_shapes")), str(a["chosen_kind"]),
-               _KERNEL_NUMBER.sub("", str(a["chosen"])))
+               kernel_label(str(a["chosen"])))
         groups.setdefault(key, []).append(a)
     out = []
     for same in groups.values():
         first, times = same[0], sorted(float(a["chosen_ms"]) for a in same)
         out.append({"op": first["op"], "input_shapes": first.get("input_shapes"),
                     "chosen": first["chosen"], "chosen_kind": first["chosen_kind"],
+                    "chosen_key": first.get("chosen_key", ""),
                     "chosen_ms": times[len(times) // 2], "chosen_ms_range": [times[0], times[-1]],
                     "count": sum(int(a.get("count", 1)) for a in same),
                     "alternatives": list(first.get("alternatives", []))[:top],

@@ -10,14 +10,38 @@ Options (``runner_options["torch-compile"]``):
   ``masked_scatter``, ``aten.native_layer_norm.default``): their decompositions are
   removed and any inductor lowering is replaced by a fallback kernel, for this
   runner's compiles only; the generated code then shows whether they ran in ATen.
-- ``cold_warm`` (default true): compile twice, ``compile_cold`` on fresh inductor and
+- ``cold_warm`` (default true): compile twice, ``compile_cold`` on empty inductor and
   Triton caches (so autotuning really runs) and, after ``torch._dynamo.reset()``,
-  ``compile_warm`` on the caches the cold compile populated. False compiles once, cold.
+  ``compile_warm`` on the caches the cold compile populated. False compiles once.
+- ``pin`` (default true): keep inductor's caches (FX graph cache, autotune local cache,
+  Triton cache) in a benchbox-managed directory per key (see ``compile_pin``), so a later
+  run of the same model, shapes, dtypes, device model, software and compile options loads
+  this compile's decisions instead of autotuning again. False compiles in a temporary
+  directory every time; its picks are still recorded under the key and compared.
+- ``cache_dir``: the root of the pinned caches (default ``$BENCHBOX_CACHE/inductor``, else
+  ``~/.cache/benchbox/inductor``).
+- ``autotune_stability`` (default false): add fresh compiles in throw-away directories
+  and compare the picks of two fresh compiles, call site by call site.
 - ``transfer``, ``d2h``, ``stream``: how data moves (``benchbox.runners.transfer``).
 
-Compile phases are timed by the harness (``phases``), never inside any contract.
-The report records the options applied, each phase's cache counters, and the
-fallbacks read from the compiler's structures (see ``compile_report``).
+What cold and warm mean under pinning: ``compile_cold`` always runs on empty caches and
+``compile_warm`` always on populated ones, with in-memory caches cleared as in a fresh
+process. The first run under a key compiles cold into the key's directory (status
+``fresh``) and then warm from it; a later run finds the key pinned and compiles only warm
+(status ``reused``, or ``partly_reused`` when inductor's FX graph cache missed some graph),
+so its report has no ``compile_cold``: the cold compile behind its kernels belongs to the
+run that pinned the key. Autotune picks are listed from the compile that benchmarked them
+(``phase: compile_cold``, this run's or the pinning run's). With ``autotune_stability``
+the stability compiles come first (``compile_stability_1``, and ``_2`` when the key is
+pinned and reused, as this run then has no other fresh compile), so the measured artifact
+is still the pinned one; ``compile_cold`` then follows another compile in the same process,
+so its seconds leave out one-time costs of the process (imports, compiler start-up).
+
+Compile phases are timed by the harness (``phases``), never inside any contract; so are
+``cache_key`` (hashing the model) and ``cache_lock`` (waiting for another run using the
+same key). The report records the options applied, each phase's cache counters, the
+pinning facts (``compile.pin``), the stability facts (``compile.autotune_stability``) and
+the fallbacks read from the compiler's structures (see ``compile_report``).
 """
 
 from __future__ import annotations
@@ -28,18 +52,26 @@ import tempfile
 import weakref
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from benchbox.errors import UsageError
+from benchbox.errors import UsageError, first_line
+from benchbox.fallbacks import compare_kernel_configs, compare_picks
+from benchbox.runners import compile_pin as pin
 from benchbox.runners import compile_report as cr
 from benchbox.runners import transfer
 from benchbox.runners.base import Phases
 from benchbox.runners.torch_runner import TorchRunner
 
-OPTION_KEYS = ("mode", "inductor_options", "aten_fallbacks", "cold_warm", *transfer.OPTION_KEYS)
+OPTION_KEYS = ("mode", "inductor_options", "aten_fallbacks", "cold_warm", "pin", "cache_dir",
+               "autotune_stability", *transfer.OPTION_KEYS)
+OPTION_DEFAULTS: dict[str, Any] = {"mode": "max-autotune", "inductor_options": {}, "aten_fallbacks": [],
+                                   "cold_warm": True, "pin": True, "cache_dir": None,
+                                   "autotune_stability": False}
+_BOOL_OPTIONS = ("cold_warm", "pin", "autotune_stability")
 #: cache settings for every compile: local caches on (the warm phase needs them), remote off
 CACHE_CONFIG: dict[str, Any] = {"fx_graph_cache": True, "fx_graph_remote_cache": False,
                                 "autotune_local_cache": True, "autotune_remote_cache": False,
@@ -59,12 +91,12 @@ def resolve_aten_op(name: str) -> list[Any]:
     spec = name.strip().removeprefix("torch.ops.").removeprefix("aten.")
     base, _, overload = spec.partition(".")
     if not base.isidentifier():
-        raise UsageError(f"--aten-fallback {name!r}: not an operator name (e.g. layer_norm)")
+        raise UsageError(f"torch-compile: aten_fallbacks {name!r}: not an operator name (e.g. layer_norm)")
     aten = torch.ops.aten
     packets = [getattr(aten, n) for n in (base, f"native_{base}") if hasattr(aten, n)]
     ops = [getattr(p, o) for p in packets for o in p.overloads() if not overload or o == overload]
     if not ops:
-        raise UsageError(f"--aten-fallback {name!r}: no ATen operator aten.{spec}")
+        raise UsageError(f"torch-compile: aten_fallbacks {name!r}: no ATen operator aten.{spec}")
     table = select_decomp_table()
     relevant = [op for op in ops if op in table or op in lowerings]
     return relevant or ops
@@ -113,8 +145,37 @@ def force_aten(ops: list[Any]) -> Iterator[dict[str, list[str]]]:
             low.needs_realized_inputs.discard(op)
 
 
+def _resolve(opts: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, list[str]], list[Any]]:
+    """The mode's inductor options, the user's, and the forced ATen operators; UsageError when one is
+    unknown (checked before anything is measured)."""
+    from torch._inductor import config as inductor_config
+    from torch._inductor import list_mode_options
+
+    mode = opts["mode"]
+    try:
+        mode_options: dict[str, Any] = dict(list_mode_options(mode)) if mode != "default" else {}
+    except RuntimeError as e:
+        raise UsageError(f"torch-compile: mode {mode!r}: {first_line(e)}") from None
+    user = opts["inductor_options"]
+    if not isinstance(user, dict):
+        raise UsageError("torch-compile: inductor_options must be KEY=VALUE pairs")
+    known = inductor_config.get_config_copy()
+    for key in user:
+        if key.replace("-", "_") not in known:
+            raise UsageError(f"torch-compile: inductor option {key!r} does not exist "
+                             "(see torch._inductor.config)")
+    fallbacks = opts["aten_fallbacks"]
+    forced: dict[str, list[str]] = {}
+    forced_ops: list[Any] = []
+    for req in [fallbacks] if isinstance(fallbacks, str) else fallbacks:
+        ops = resolve_aten_op(str(req))
+        forced[str(req)] = [str(op) for op in ops]
+        forced_ops += ops
+    return mode_options, {k.replace("-", "_"): v for k, v in user.items()}, forced, forced_ops
+
+
 class TorchCompileRunner(TorchRunner):
-    """torch.compile with inductor; cold and warm compile time reported apart."""
+    """torch.compile with inductor; pinned decisions, cold and warm compile time reported apart."""
 
     name = "torch-compile"
     OPTION_KEYS: tuple[str, ...] | None = OPTION_KEYS
@@ -122,46 +183,28 @@ class TorchCompileRunner(TorchRunner):
     STATIC_INPUTS = False
     SIDE_STREAM = False
 
-    def __init__(self, device: str = "cpu", options: dict[str, Any] | None = None) -> None:
-        options = {"mode": "max-autotune", "inductor_options": {}, "aten_fallbacks": [],
-                   "cold_warm": True, **(options or {})}
-        super().__init__(device, options)
-        unknown = [k for k in self.options if k not in OPTION_KEYS]
-        if unknown:
-            raise UsageError(f"torch-compile: unknown option '{unknown[0]}' "
-                             f"(options: {', '.join(OPTION_KEYS)})")
-        if not isinstance(self.options["cold_warm"], bool):
-            raise UsageError("torch-compile: cold_warm must be true or false")
-        from torch._inductor import config as inductor_config
-        from torch._inductor import list_mode_options
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> None:
+        """Unknown keys, non-boolean switches and an unusable ``cache_dir``, in one line."""
+        super().check_options(options)
+        for key in _BOOL_OPTIONS:
+            if key in options and not isinstance(options[key], bool):
+                raise UsageError(f"torch-compile: {key} must be true or false")
+        cache_dir = options.get("cache_dir")
+        if cache_dir is not None:
+            if not isinstance(cache_dir, str) or not cache_dir.strip():
+                raise UsageError("torch-compile: cache_dir must be a directory path")
+            why = pin.unusable_reason(Path(cache_dir).expanduser())
+            if why:
+                raise UsageError(f"torch-compile: cache_dir {cache_dir!r} cannot hold the cache: {why}")
+        _resolve({**OPTION_DEFAULTS, **options})  # mode, inductor options, ATen operators
 
-        mode = self.options["mode"]
-        try:
-            self.mode_options: dict[str, Any] = dict(list_mode_options(mode)) \
-                if mode != "default" else {}
-        except RuntimeError as e:
-            raise UsageError(f"--compile-mode {mode!r}: {cr._first_line(str(e))}") from None
-        user = self.options["inductor_options"]
-        if not isinstance(user, dict):
-            raise UsageError("torch-compile: inductor_options must be KEY=VALUE pairs")
-        known = inductor_config.get_config_copy()
-        for key in user:
-            if key.replace("-", "_") not in known:
-                raise UsageError(f"--compile-option {key}: not an inductor option "
-                                 "(see torch._inductor.config)")
-        self.inductor_options = {k.replace("-", "_"): v for k, v in user.items()}
-        fallbacks = self.options["aten_fallbacks"]
-        if isinstance(fallbacks, str):
-            fallbacks = [fallbacks]
-        self.forced: dict[str, list[str]] = {}
-        self._forced_ops: list[Any] = []
-        for req in fallbacks:
-            ops = resolve_aten_op(str(req))
-            self.forced[str(req)] = [str(op) for op in ops]
-            self._forced_ops += ops
+    def __init__(self, device: str = "cpu", options: dict[str, Any] | None = None) -> None:
+        options = {**OPTION_DEFAULTS, **(options or {})}
+        super().__init__(device, options)
+        self.mode_options, self.inductor_options, self.forced, self._forced_ops = _resolve(self.options)
         self.records: dict[str, cr.PhaseRecord] = {}
         self._force_facts: dict[str, list[str]] = {}
-        self._cache_dir = ""
         self._after: tuple[dict[str, Any], set[int]] = ({}, set())
 
     def apply_policy(self, policy: Any) -> None:
@@ -187,14 +230,28 @@ class TorchCompileRunner(TorchRunner):
                 pass
         return v
 
+    def key_parts(self, task: Any, model: Any, example: tuple[np.ndarray, ...]) -> dict[str, Any]:
+        """Everything the pinned decisions belong to; the key is the sha256 of this."""
+        names = list(getattr(task, "input_names", ())) or [f"input{i}" for i in range(len(example))]
+        return {"format": pin.KEY_FORMAT,
+                "model": pin.model_fingerprint(model),
+                "inputs": [{"name": n, "shape": [int(d) for d in a.shape], "dtype": str(a.dtype)}
+                           for n, a in zip(names, example)],
+                "device": pin.device_identity(self.device),
+                "versions": pin.software_versions(self.device),
+                "compile": {"backend": "inductor", "mode": self.options["mode"],
+                            "options": self.applied_config,
+                            "aten_fallbacks": sorted(str(op) for op in self._forced_ops),
+                            "caches": dict(CACHE_CONFIG)}}
+
     @contextmanager
-    def _compile_scope(self) -> Iterator[cr.CompileObserver]:
-        """Caches in this runner's directory, remote caches off, forced ops, an observer."""
+    def _compile_scope(self, cache_dir: str) -> Iterator[cr.CompileObserver]:
+        """Caches in ``cache_dir``, remote caches off, forced ops, an observer."""
         from torch._inductor import config as inductor_config
         from torch._inductor.utils import clear_caches
 
-        env = {"TORCHINDUCTOR_CACHE_DIR": self._cache_dir,
-               "TRITON_CACHE_DIR": os.path.join(self._cache_dir, "triton")}
+        env = {"TORCHINDUCTOR_CACHE_DIR": cache_dir,
+               "TRITON_CACHE_DIR": os.path.join(cache_dir, "triton")}
         saved = {k: os.environ.get(k) for k in env}
         os.environ.update(env)
         clear_caches()  # in-memory caches too: each phase starts as a fresh process would
@@ -211,39 +268,161 @@ class TorchCompileRunner(TorchRunner):
                 else:
                     os.environ[k] = old
 
+    def _compile(self, phase: str, cache_dir: str, example: tuple[np.ndarray, ...],
+                 phases: Phases) -> cr.PhaseRecord:
+        torch._dynamo.reset()  # forget compiled code; the disk caches in cache_dir decide
+        with self._compile_scope(cache_dir) as observer:
+            with phases(phase):
+                # compilation happens on the first call; outside any contract
+                self.d2h(self.compute(self.h2d(example)))
+        self.records[phase] = observer.record
+        return observer.record
+
+    def _scratch_compile(self, phase: str, example: tuple[np.ndarray, ...],
+                         phases: Phases) -> tuple[cr.PhaseRecord, dict[str, Any]]:
+        """A fresh compile in a throw-away directory; its record and Triton kernel configs."""
+        scratch = tempfile.mkdtemp(prefix="benchbox-inductor-")
+        try:
+            return self._compile(phase, scratch, example, phases), pin.triton_best_configs(Path(scratch))
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
     def prepare(self, task: Any, model: Any, example: tuple[np.ndarray, ...], phases: Phases) -> None:
+        with phases("cache_key"):
+            parts = self.key_parts(task, model, example)
+        key = pin.key_of(parts)
         with phases("load"):
             model = model.to(self.model_device)
             self.input_names = tuple(task.input_names)
             self.output_names = task.output_names
             self._allocate(example)
-        self._cache_dir = tempfile.mkdtemp(prefix="benchbox-inductor-")
-        weakref.finalize(self, shutil.rmtree, self._cache_dir, True)
+        named = self.options["cache_dir"]
+        root = Path(named).expanduser() if named else pin.default_cache_root()
+        unusable = None if named else pin.unusable_reason(root)
+        pinning = bool(self.options["pin"]) and unusable is None
+        store = pin.PinStore(root, key, parts) if unusable is None else None
         torch._dynamo.reset()
         try:
             self.forward = torch.compile(model, backend="inductor",
                                          options=self.applied_config or None)
         except RuntimeError as e:
-            raise UsageError(f"--compile-option: {cr._first_line(str(e))}") from None
-        order = ["compile_cold", "compile_warm"] if self.options["cold_warm"] else ["compile_cold"]
-        for i, phase in enumerate(order):
-            if i:
-                torch._dynamo.reset()  # forget the compiled code; the disk caches stay
-            with self._compile_scope() as observer:
-                with phases(phase):
-                    # compilation happens on the first call; outside any contract
-                    self.d2h(self.compute(self.h2d(example)))
-            self.records[phase] = observer.record
-        self._after = (cr.counters_snapshot(), cr.metric_ids())
-        self._summarize(order[-1])
+            raise UsageError(f"torch-compile: inductor_options: {first_line(e)}") from None
 
-    def _summarize(self, last: str) -> None:
+        fresh: dict[str, tuple[cr.PhaseRecord, dict[str, Any]]] = {}
+        if self.options["autotune_stability"]:
+            # a key already pinned gives this run no other fresh compile: make two
+            peek = store is not None and pinning and store.pinned(store.load()) is not None
+            for i in range(2 if peek else 1):
+                name = f"compile_stability_{i + 1}"
+                fresh[name] = self._scratch_compile(name, example, phases)
+
+        with ExitStack() as held:
+            if pinning and store is not None:
+                with phases("cache_lock"):
+                    held.enter_context(store.lock())
+            doc = store.load() if store is not None else {}
+            pinned = store.pinned(doc) if pinning and store is not None else None
+            if pinning and store is not None:
+                if pinned is None:
+                    store.reset_caches()  # nothing pinned: leftovers of an unfinished compile go
+                cache_dir = str(store.inductor_dir)
+            else:
+                cache_dir = tempfile.mkdtemp(prefix="benchbox-inductor-")
+                weakref.finalize(self, shutil.rmtree, cache_dir, True)
+            if pinned is not None:
+                order = ["compile_warm"]
+            else:
+                order = ["compile_cold", "compile_warm"] if self.options["cold_warm"] else ["compile_cold"]
+            for phase in order:
+                self._compile(phase, cache_dir, example, phases)
+            if "compile_cold" in self.records:
+                fresh["compile_cold"] = (self.records["compile_cold"],
+                                         pin.triton_best_configs(Path(cache_dir)))
+            facts = self._pin_facts(store, doc, pinned, fresh, pinning, unusable, held, phases)
+        self._after = (cr.counters_snapshot(), cr.metric_ids())
+        self._summarize(order[-1], cache_dir, facts, fresh, pinned)
+
+    def _pin_facts(self, store: pin.PinStore | None, doc: dict[str, Any], pinned: dict[str, Any] | None,
+                   fresh: dict[str, tuple[cr.PhaseRecord, dict[str, Any]]], pinning: bool,
+                   unusable: str | None, held: ExitStack, phases: Phases) -> dict[str, Any]:
+        """Record this run's fresh picks under the key and say what the compile reused."""
+        facts: dict[str, Any] = {"enabled": pinning, "key": store.key if store else None,
+                                 "key_parts": store.parts if store else None,
+                                 "dir": str(store.dir) if store else None}
+        if unusable:
+            facts["note"] = f"not pinned: the default cache directory is unusable ({unusable})"
+        if pinned is None:
+            facts["status"] = "fresh" if pinning else "off"
+        else:
+            warm = self.records["compile_warm"]
+            counters = warm.cache_counters()
+            ind, aot = counters["inductor"], counters["aot_autograd"]
+            hits, misses = ind.get("fxgraph_cache_hit", 0), ind.get("fxgraph_cache_miss", 0)
+            bypass = ind.get("fxgraph_cache_bypass", 0)
+            facts["graphs"] = {"fx_graph_cache_hits": hits, "fx_graph_cache_misses": misses,
+                               "fx_graph_cache_bypasses": bypass,
+                               "aot_autograd_cache_hits": aot.get("autograd_cache_hit", 0),
+                               "autotuned_call_sites": len(warm.autotune)}
+            # an AOTAutograd cache hit serves inductor's cached graph without an FX-cache lookup
+            served = hits or aot.get("autograd_cache_hit", 0)
+            facts["status"] = ("reused" if served and not misses and not bypass and not warm.autotune
+                               else "partly_reused")
+            facts["picks_generation"] = pinned.get("generation")
+            facts["picks_from"] = (f"compile_cold of the run that pinned this key "
+                                   f"(generation {pinned.get('generation')})")
+            if facts["status"] == "partly_reused":
+                facts["note"] = "; ".join([
+                    f"inductor compiled {misses + bypass} of {hits + misses + bypass} graph(s) anew under "
+                    "the pinned key (its own cache key differs: code outside the model's classes, "
+                    "inductor settings or environment)", *warm.cache_bypass[:2]])
+                if warm.autotune:
+                    facts["picks_vs_pinned"] = compare_picks(pinned["sites"], warm.autotune).to_dict()
+        if store is None:
+            facts["summary"] = pin_summary(facts)
+            return facts
+        try:
+            if not pinning and fresh:
+                with phases("cache_lock"):
+                    held.enter_context(store.lock())
+                doc = store.load()
+            if store.unreadable:
+                facts["record_note"] = f"picks record unreadable, started anew: {store.unreadable}"
+            previous = doc["history"][-1] if doc.get("history") else None
+            if "compile_cold" in fresh:
+                cold_sites = fresh["compile_cold"][0].autotune
+                facts["picks_vs_recorded"] = None if previous is None else {
+                    "compared_with_generation": previous.get("generation"),
+                    "compared_with": "pinned compile" if previous.get("pinned") else "unpinned compile",
+                    **compare_picks(previous.get("sites") or [], cold_sites).to_dict()}
+            for name, (record, configs) in fresh.items():
+                entry = pin.add_fresh(doc, name, record.autotune, configs,
+                                      pinned=pinning and name == "compile_cold")
+                if name == "compile_cold":
+                    facts["picks_generation"] = entry["generation"]
+                    facts["picks_from"] = "this run's compile_cold"
+            if fresh or store.unreadable:
+                store.save(doc)
+            facts["record"] = str(store.record_path)
+        except OSError as e:
+            facts["record_note"] = f"picks not recorded: {type(e).__name__}: {e}"[:300]
+        facts["summary"] = pin_summary(facts)
+        return facts
+
+    def _summarize(self, last: str, cache_dir: str, pin_facts: dict[str, Any],
+                   fresh: dict[str, tuple[cr.PhaseRecord, dict[str, Any]]],
+                   pinned: dict[str, Any] | None) -> None:
         from torch._inductor.lowering import fallbacks as registry
 
-        cold = self.records["compile_cold"]
+        if "compile_cold" in self.records:
+            tuned = self.records["compile_cold"]
+        elif pin_facts["status"] == "partly_reused" and self.records[last].autotune:
+            tuned = self.records[last]
+            pin_facts["picks_from"] = "this run's compile_warm (recompiled graphs only)"
+        else:
+            tuned = cr.PhaseRecord(autotune=list((pinned or {}).get("sites") or []))
         self.fallbacks = cr.fallback_entries(
             self.records[last], forced=self.forced, registry={str(op) for op in registry},
-            device=self.device, phase=last, autotune_from=cold, autotune_phase="compile_cold")
+            device=self.device, phase=last, autotune_from=tuned, autotune_phase="compile_cold")
         verified = {req: any(f["op"] in ops and f["calls"] > 0 for f in self.fallbacks
                              if f["kind"] == "aten_fallback")
                     for req, ops in self.forced.items()}
@@ -257,13 +436,92 @@ class TorchCompileRunner(TorchRunner):
             "aten_fallback_patch": self._force_facts,
             "cache": dict(CACHE_CONFIG)}
         self.facts["compile"] = {
-            "cold_warm": self.options["cold_warm"], "cache_dir": self._cache_dir,
+            "cold_warm": self.options["cold_warm"], "cache_dir": cache_dir,
             "measured_artifact": last,
             "phases": {name: {**rec.summary(), "cache_counters": rec.cache_counters()}
-                       for name, rec in self.records.items()}}
+                       for name, rec in self.records.items()},
+            "pin": pin_facts}
+        if self.options["autotune_stability"]:
+            self.facts["compile"]["autotune_stability"] = stability_facts(fresh, pinned)
 
     def report(self) -> dict[str, Any]:
         rep = super().report()
         if self.records:
             rep["fallbacks"] = list(self.fallbacks) + cr.run_entries(*self._after)
         return rep
+
+
+def stability_facts(fresh: dict[str, tuple[cr.PhaseRecord, dict[str, Any]]],
+                    pinned: dict[str, Any] | None) -> dict[str, Any]:
+    """Two fresh compiles' picks compared: the first stability compile against this run's
+    cold compile, else against the second stability compile, else against the pinned picks
+    (another run's fresh compile, when the key was pinned between the plan and the lock)."""
+    first_name = "compile_stability_1"
+    second_name = next((n for n in ("compile_cold", "compile_stability_2") if n in fresh), None)
+    first, first_configs = fresh[first_name]
+    if second_name is not None:
+        second_sites, second_configs = fresh[second_name][0].autotune, fresh[second_name][1]
+        against = f"this run's {second_name}"
+    else:
+        second_sites = list((pinned or {}).get("sites") or [])
+        second_configs = dict((pinned or {}).get("kernel_configs") or {})
+        against = f"the pinned fresh compile (generation {(pinned or {}).get('generation')})"
+    picks = compare_picks(first.autotune, second_sites)
+    out = {"compared": [f"this run's {first_name}", against], **picks.to_dict(),
+           "kernel_configs": compare_kernel_configs(first_configs, second_configs)}
+    out["summary"] = stability_summary(out)
+    return out
+
+
+def _key_text(facts: dict[str, Any]) -> str:
+    return f"key {str(facts.get('key') or '')[:12]}"
+
+
+def _picks_text(cmp: dict[str, Any] | None, what: str) -> str:
+    if cmp is None:
+        return f"no earlier picks recorded for this key to compare with {what}"
+    if cmp.get("same"):
+        return f"same picks as the last recorded (generation {cmp.get('compared_with_generation')})"
+    lines = "; ".join(cmp.get("lines") or [])
+    return (f"picks DIFFER from the last recorded (generation {cmp.get('compared_with_generation')}) "
+            f"at {cmp.get('changed_sites', 0) + cmp.get('unmatched_sites', 0)} of {cmp.get('sites')} "
+            f"call sites: {lines}")
+
+
+def pin_summary(facts: dict[str, Any]) -> str:
+    """One line on what the compile reused, for the terminal."""
+    status = facts.get("status")
+    if status == "fresh":
+        head = f"pinned, fresh compile ({_key_text(facts)}); its picks are now pinned"
+        return f"{head}; {_picks_text(facts.get('picks_vs_recorded'), 'them')}"
+    if status == "reused":
+        g = facts.get("graphs") or {}
+        return (f"pinned, reused the compile of generation {facts.get('picks_generation')} "
+                f"({_key_text(facts)}): {g.get('fx_graph_cache_hits')} graph(s) from the cache, "
+                "no autotuning")
+    if status == "partly_reused":
+        return f"pinned, PARTLY reused ({_key_text(facts)}): {facts.get('note', '')}"
+    if facts.get("key") is None:
+        return f"not pinned; picks not recorded ({facts.get('note', '')})"
+    head = f"not pinned ({_key_text(facts)})"
+    if "picks_vs_recorded" in facts:
+        return f"{head}; {_picks_text(facts.get('picks_vs_recorded'), 'this compile')}"
+    return head
+
+
+def stability_summary(facts: dict[str, Any]) -> str:
+    """One line on how much two fresh compiles' picks differ."""
+    sites, changed = facts.get("sites", 0), facts.get("changed_sites", 0) + facts.get("unmatched_sites", 0)
+    kc = facts.get("kernel_configs") or {}
+    kernels = (f"; Triton kernel configs differ for {kc['changed']} of {kc['kernels']} kernels"
+               if kc.get("kernels") else "")
+    if not sites and not facts.get("unmatched_sites"):
+        return "autotune stability: no autotuned call sites" + kernels
+    if not changed:
+        return f"autotune stability: two fresh compiles picked the same kernels at all {sites} call sites" \
+               + kernels
+    delta, pct = facts.get("estimated_delta_ms"), facts.get("estimated_delta_pct")
+    est = (f", ≈ {delta:+.4f} ms per call ({pct:+.1f}% of the tuned operators) by the autotuner's own timings"
+           if isinstance(delta, float) and isinstance(pct, float) else "")
+    return (f"autotune stability: two fresh compiles differ at {changed} of {sites} call sites "
+            f"({'; '.join(facts.get('lines') or [])}){est}" + kernels)

@@ -1,0 +1,95 @@
+"""benchbox.fallbacks on entries shaped as runners write them, for the cases no CPU compile produces.
+
+The same functions run on real fallback lists from real CPU compiles in test_torch_compile.py;
+here: Triton template picks (they need a GPU), TensorRT entries, unmatched call sites, limits.
+"""
+
+from __future__ import annotations
+
+from benchbox.fallbacks import (
+    change_line,
+    compare_picks,
+    identity,
+    kernel_family,
+    kernel_label,
+    probable_causes,
+)
+
+
+def _triton_site(n: int, block_m: int, warps: int, ms: dict[str, float], shapes: list[list[str]]) -> dict:
+    chosen = f"triton_mm_{n} (BLOCK_M={block_m}, BLOCK_N=64, num_warps={warps})"
+    alts = [{"kernel": k, "kind": "triton_template" if k.startswith("triton") else "aten", "ms": t}
+            for k, t in sorted(ms.items(), key=lambda kv: kv[1])]
+    return {"op": "mm", "input_shapes": shapes, "chosen": chosen, "chosen_kind": "triton_template",
+            "chosen_ms": ms[kernel_label(chosen)] if kernel_label(chosen) in ms else ms[chosen],
+            "alternatives": alts, "n_choices": len(ms)}
+
+
+A64 = "triton_mm (BLOCK_M=64, BLOCK_N=64, num_warps=4)"
+A128 = "triton_mm (BLOCK_M=128, BLOCK_N=64, num_warps=8)"
+
+
+def test_kernel_labels_drop_the_process_counter_and_keep_the_configuration() -> None:
+    assert kernel_label("triton_mm_17 (BLOCK_M=64, BLOCK_N=64, num_warps=4)") == A64
+    assert kernel_label("cpp_CppMicroGemmFP32Vec_12") == "cpp_CppMicroGemmFP32Vec"
+    assert kernel_label("bmm") == "bmm" and kernel_family(A128) == "triton_mm"
+    assert change_line("mm", A64, A128, 3) == "mm: triton_mm BLOCK_M=64→128, num_warps=4→8 at 3 sites"
+    assert change_line("mm", "mm", A64, 1) == "mm → triton_mm at 1 site"
+    assert change_line("addmm", "bmm", A64, 2) == "addmm: bmm → triton_mm at 2 sites"
+
+
+def test_stand_in_triton_picks_compared_per_site_with_both_compiles_timings_as_triton_needs_a_gpu() -> None:
+    s1, s2 = [["64", "64"]], [["128", "64"]]
+    first = [_triton_site(1, 64, 4, {A64: 0.010, A128: 0.012, "mm": 0.020}, s1),
+             _triton_site(2, 64, 4, {A64: 0.011, A128: 0.013, "mm": 0.020}, s1),
+             _triton_site(3, 64, 4, {A64: 0.030, A128: 0.031, "mm": 0.040}, s2)]
+    second = [_triton_site(7, 128, 8, {A64: 0.012, A128: 0.011, "mm": 0.020}, s1),
+              _triton_site(8, 64, 4, {A64: 0.010, A128: 0.013, "mm": 0.021}, s1),
+              _triton_site(9, 128, 8, {A64: 0.033, A128: 0.029, "mm": 0.040}, s2)]
+    cmp = compare_picks(first, second)
+    assert (cmp.sites, cmp.changed_sites, cmp.unmatched_sites) == (3, 2, 0)
+    (change,) = cmp.changes
+    assert (change.before, change.after, change.sites) == (A64, A128, 2)
+    assert abs(change.delta_ms_by_first - ((0.012 - 0.010) + (0.031 - 0.030))) < 1e-12
+    assert abs(change.delta_ms_by_second - ((0.011 - 0.012) + (0.029 - 0.033))) < 1e-12
+    assert abs(cmp.delta_ms - (change.delta_ms_by_first + change.delta_ms_by_second) / 2) < 1e-12
+    assert cmp.tuned_ms_first == sum(s["chosen_ms"] for s in first)
+    assert cmp.timing_ratio_unchanged["n"] == 1
+    assert cmp.lines() == ["mm: triton_mm BLOCK_M=64→128, num_warps=4→8 at 2 sites"]
+    # a timing the other compile never took leaves the estimate open instead of guessing
+    second[0]["alternatives"] = [a for a in second[0]["alternatives"] if a["kernel"] != A64]
+    assert compare_picks(first, second).changes[0].delta_ms_by_second is None
+    # a site tuned in one compile only is counted apart
+    uneven = compare_picks(first, second[:2])
+    assert uneven.unmatched_sites == 1 and not uneven.same
+    assert "1 call site(s) tuned in only one compile" in uneven.lines()
+
+
+def test_identity_drops_measurements_and_keeps_decisions() -> None:
+    a = {"kind": "autotune_choice", "op": "mm", "input_shapes": [["64", "64"]],
+         "chosen": "triton_mm_3 (BLOCK_M=64)", "chosen_kind": "triton_template", "chosen_key": "abc",
+         "chosen_ms": 0.01, "chosen_ms_range": [0.01, 0.02], "count": 2, "n_choices": 20,
+         "alternatives": [{"kernel": "mm", "ms": 0.02}], "phase": "compile_cold", "detail": "0.0100 ms"}
+    b = dict(a, chosen="triton_mm_41 (BLOCK_M=64)", chosen_key="def", chosen_ms=0.013, n_choices=19,
+             alternatives=[], phase="compile_warm", detail="0.0130 ms", build_s=3.0)
+    assert identity(a) == identity(b)
+    assert identity(a) != identity(dict(a, chosen="triton_mm_3 (BLOCK_M=128)"))
+    assert identity(a) != identity(dict(a, count=3))
+    assert identity(a) != identity(dict(a, input_shapes=[["64", "128"]]))
+
+
+def test_probable_causes_cover_other_runners_kinds_and_stay_bounded() -> None:
+    base = [{"kind": "plugin_layer", "name": "RoPE_plugin"},
+            {"kind": "recompile", "reason": "tensor 'x' size mismatch at index 0", "function": "forward"}]
+    head = [{"kind": "plugin_layer", "name": "GeLU_plugin"},
+            {"kind": "cudagraph_skip", "reason": "mutated inputs", "count": 1},
+            {"kind": "aten_fallback", "op": "aten.masked_scatter.default", "calls": 2}]
+    lines = probable_causes(base, head, limit=10)
+    assert lines == ["new ATen fallback: aten.masked_scatter",
+                     "recompile gone: tensor 'x' size mismatch at index 0",
+                     "new CUDA-graph skip: mutated inputs", "new plugin layer: GeLU_plugin",
+                     "plugin layer gone: RoPE_plugin"]
+    assert probable_causes(base, head, limit=3) == lines[:2] + ["and 3 more"]
+    many = [{"kind": "graph_break", "reason": f"reason {i}", "count": 1} for i in range(30)]
+    assert probable_causes([], many) == [f"new graph break: reason {i}" for i in range(5)] + ["and 25 more"]
+    assert probable_causes(many, many) == [] and probable_causes([], []) == []
