@@ -372,7 +372,8 @@ def report(store_dir: Path, output: Path, threshold: str, metric: str, alpha: fl
 
     th = pct(threshold, "--threshold")
     opts = DiffOptions(threshold=th, metric=metric, alpha=alpha)
-    det = Detector(max_pvalue=max_pvalue, min_change=th if min_change is None else pct(min_change, "--min-change"))
+    least = th if min_change is None else pct(min_change, "--min-change")
+    det = Detector(max_pvalue=max_pvalue, min_change=least)
     r = build_report(store_dir, output, opts, det)
     click.echo(f"wrote {r.out}/index.html: {len(r.pages)} page(s), {r.series} series, {r.points} points, "
                f"{r.receipts} receipts, {r.diffs} diffs, {len(r.changes)} change point(s)")

@@ -147,11 +147,12 @@ def _ref_line(role: str, ref: ReceiptRef | None, identity: str) -> str:
 
 def diff_html(d: DiffResult | str, base: str, head: str, refs: dict[str, ReceiptRef]) -> str:
     """One diff as a page: the rows and verdicts of ``benchbox diff BASE HEAD``."""
-    head_lines = [f"<h1>benchbox diff</h1>", "<ul class=\"refs\">",
+    md = Path(diff_file(base, head, "md")).name
+    head_lines = ["<h1>benchbox diff</h1>", "<ul class=\"refs\">",
                   _ref_line("BASE", refs.get(base), base), _ref_line("HEAD", refs.get(head), head),
                   "</ul>",
                   f'<p class="cmd"><code>benchbox diff {esc(receipt_file(base))} '
-                  f'{esc(receipt_file(head))}</code> · <a href="{esc(Path(diff_file(base, head, "md")).name)}">'
+                  f'{esc(receipt_file(head))}</code> · <a href="{esc(md)}">'
                   "markdown</a></p>"]
     if isinstance(d, str):
         body = "\n".join(head_lines) + f'\n<p class="refused">Comparison refused: {esc(d)}</p>'
@@ -266,8 +267,9 @@ def _changes_list(page: Page, s: Series) -> str:
     for c in s.changes:
         ref = refs[c.point.index]
         step = c.point.step
-        verdict = (f'diff verdict <span class="verdict {verdict_class(step.verdict)}">{esc(step.verdict)}</span>'
-                   f' (<a href="{diff_file(step.base, step.head)}">diff</a>)' if step else "first point")
+        verdict = (f'diff verdict <span class="verdict {verdict_class(step.verdict)}">'
+                   f'{esc(step.verdict)}</span> (<a href="{diff_file(step.base, step.head)}">diff</a>)'
+                   if step else "first point")
         items.append(f'<li class="change">change point at <code>{esc(ref.short)}</code> '
                      f'({esc(ref.created_at)}): {c.found.change:+.1%}, mean p50 {_ms(c.found.mean_before)} → '
                      f'{_ms(c.found.mean_after)}, p = {c.found.pvalue:.2g}; {verdict}</li>')
@@ -329,8 +331,9 @@ def index_html(history: History, files: dict[int, str]) -> str:
     if not changes:
         parts.append('<p class="no-changes">No change point in any series.</p>')
     else:
-        parts.append("<table class=\"changes\"><thead><tr><th>time</th><th>commit</th><th>task · contract</th>"
-                     "<th>series</th><th>change</th><th>p</th><th>diff verdict</th></tr></thead><tbody>")
+        parts.append("<table class=\"changes\"><thead><tr><th>time</th><th>commit</th>"
+                     "<th>task · contract</th><th>series</th><th>change</th><th>p</th><th>diff verdict</th>"
+                     "</tr></thead><tbody>")
         changes.sort(key=lambda x: str(x[0].groups[x[2].group].receipts[x[3].point.index].created_at or ""),
                      reverse=True)
         for page, k, s, c in changes:
@@ -339,7 +342,8 @@ def index_html(history: History, files: dict[int, str]) -> str:
             verdict = (f'<a href="{diff_file(step.base, step.head)}"><span class="verdict '
                        f'{verdict_class(step.verdict)}">{esc(step.verdict)}</span></a>' if step else "–")
             parts.append(f"<tr><td>{esc(ref.created_at)}</td><td><code>{esc(ref.short)}</code></td>"
-                         f'<td><a href="{esc(files[k])}">{esc(page.task)} · {esc(page.contract.get("name"))}</a></td>'
+                         f'<td><a href="{esc(files[k])}">{esc(page.task)} · '
+                         f'{esc(page.contract.get("name"))}</a></td>'
                          f"<td>{esc(s.case)} · {esc(s.runner)} ({esc(_group_label(page, s.group))})</td>"
                          f"<td>{c.found.change:+.1%}</td><td>{c.found.pvalue:.2g}</td><td>{verdict}</td></tr>")
         parts.append("</tbody></table>")
