@@ -175,3 +175,24 @@ def write_history(folder: Path, spec: HistorySpec = HistorySpec()) -> list[Path]
         write_receipt(p, make_receipt(spec, k, rng))
         paths.append(p)
     return paths
+
+
+#: a case whose name is markup: the site must show it as text
+EVIL_CASE = "<img src=x onerror=\"document.title='pwned'\">"
+EVIL = HistorySpec(commits=4, samples=60, task="x<script>alert(1)</script>", cases=(EVIL_CASE,),
+                   runners=("torch-eager",), base_ms={(EVIL_CASE, "torch-eager"): 1.0})
+#: the step series' regression, and the rows made invalid and failed on the way
+STEP = HistorySpec(step=0.15, step_at=31, invalid=((12, "outage", "torch-eager"),),
+                   failed=((20, "outage", "torch-compile"),))
+GPU = HistorySpec(commits=6, samples=60, gpu="NVIDIA H200")
+
+
+def fill_store(folder: Path, main: HistorySpec = STEP) -> Path:
+    """A store holding ``main`` (50 commits on a CPU), a short GPU history and a markup-named task."""
+    from benchbox.store import Store
+
+    paths = write_history(folder / "main", main)
+    paths += write_history(folder / "gpu", GPU)
+    paths += write_history(folder / "evil", EVIL)
+    Store(folder / "store").add(paths)
+    return folder / "store"
