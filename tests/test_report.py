@@ -227,3 +227,31 @@ def test_report_never_imports_torch(step_store: Path, tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, "-c", code, "report", str(step_store), "-o", str(tmp_path / "s")],
                        capture_output=True, text=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT)})
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr
+
+
+def test_an_incomplete_receipt_is_a_refused_step_and_a_missing_time_sorts_first(tmp_path: Path) -> None:
+    from benchbox.receipts import io
+    from tests.history_fixture import HistorySpec, write_history
+
+    paths = write_history(tmp_path / "h", HistorySpec(commits=3, samples=40, cases=("invoice",),
+                                                      runners=("torch-eager",)))
+    r = json.loads(paths[2].read_text())
+    r.update(complete=False, interrupted=True, interrupt_reason="SIGINT after 1 result(s)")
+    io.write_receipt(paths[2], r)
+    r = json.loads(paths[1].read_text())
+    del r["created_at"]
+    io.write_receipt(paths[1], r)
+    store = Store(tmp_path / "s")
+    store.add(paths)
+    (page,) = analyze(store).pages
+    (series,) = page.series
+    refs = page.groups[0].receipts
+    assert refs[0].created_at is None  # no time: first
+    last = series.points[2]
+    assert refs[2].complete is False
+    assert last.step is not None and last.step.verdict == "not compared"
+    assert "incomplete receipt" in last.step.reason
+    out = tmp_path / "site"
+    build_report(tmp_path / "s", out)
+    diff_page = out / f"diffs/{last.step.base[:16]}-{last.step.head[:16]}.html"
+    assert "Comparison refused" in diff_page.read_text()

@@ -148,7 +148,8 @@ def _ref_line(role: str, ref: ReceiptRef | None, identity: str) -> str:
 def diff_html(d: DiffResult | str, base: str, head: str, refs: dict[str, ReceiptRef]) -> str:
     """One diff as a page: the rows and verdicts of ``benchbox diff BASE HEAD``."""
     md = Path(diff_file(base, head, "md")).name
-    head_lines = ["<h1>benchbox diff</h1>", "<ul class=\"refs\">",
+    head_lines = ['<nav><a href="../index.html">benchbox history</a></nav>', "<h1>benchbox diff</h1>",
+                  "<ul class=\"refs\">",
                   _ref_line("BASE", refs.get(base), base), _ref_line("HEAD", refs.get(head), head),
                   "</ul>",
                   f'<p class="cmd"><code>benchbox diff {esc(receipt_file(base))} '
