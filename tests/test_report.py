@@ -255,3 +255,14 @@ def test_an_incomplete_receipt_is_a_refused_step_and_a_missing_time_sorts_first(
     build_report(tmp_path / "s", out)
     diff_page = out / f"diffs/{last.step.base[:16]}-{last.step.head[:16]}.html"
     assert "Comparison refused" in diff_page.read_text()
+
+
+def test_a_report_of_one_real_run(eager_receipt_path: Path, tmp_path: Path) -> None:
+    Store(tmp_path / "s").add([eager_receipt_path])
+    r = build_report(tmp_path / "s", tmp_path / "site")
+    assert r.receipts == 1 and r.diffs == 0 and r.changes == ()
+    data = json.loads((tmp_path / "site" / "history.json").read_text())
+    (page,) = data["pages"]
+    assert page["task"] == "decision" and page["contract"]["name"] == "public_task_call_wall"
+    assert {s["case"] for s in page["series"]} == {"invoice", "outage", "receipt", "image", "video"}
+    assert all(len(s["points"]) == 1 and s["points"][0]["step"] is None for s in page["series"])

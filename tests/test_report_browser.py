@@ -163,3 +163,15 @@ def test_markup_in_receipt_names_stays_text(browser: Chromium, site: Path) -> No
     assert got["title"] != "pwned" and got["imgs"] == 0 and got["scripts"] == 2
     assert got["h3"].startswith(EVIL_CASE)
     assert got["points"] == 4
+
+
+def test_a_site_of_one_real_run_draws_single_points(browser: Chromium, eager_receipt_path: Path,
+                                                     tmp_path: Path) -> None:
+    from benchbox.store import Store
+
+    Store(tmp_path / "s").add([eager_receipt_path])
+    build_report(tmp_path / "s", tmp_path / "site")
+    _open(browser, next((tmp_path / "site").glob("decision.*.html")))
+    got = _js(browser, """return Array.from(document.querySelectorAll('article.series'))
+        .map(a => a.querySelectorAll('circle.pt.p50, .pt.invalid, .pt.failed').length);""")
+    assert isinstance(got, list) and len(got) == 5 and set(got) == {1}
