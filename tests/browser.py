@@ -8,6 +8,7 @@ can fail on any of them.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -23,7 +24,10 @@ FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-ne
 
 
 def find_chromium() -> str | None:
-    """The chromium executable, or None when it is not installed."""
+    """The chromium executable ($BENCHBOX_CHROMIUM, else the system's), or None when there is none."""
+    forced = os.environ.get("BENCHBOX_CHROMIUM")
+    if forced is not None:
+        return forced if Path(forced).is_file() else None
     for c in CANDIDATES:
         if Path(c).exists():
             return c
