@@ -384,5 +384,65 @@ def selfcheck(runner: str, device: str, flavours: tuple[str, ...], samples: int,
     sys.exit(result.exit_code)
 
 
+@main.group()
+def store() -> None:
+    """A local store of receipts: the history that `benchbox report` draws."""
+
+
+@store.command("add")
+@click.argument("receipts", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--store", "root", envvar="BENCHBOX_STORE", default="benchbox-store", show_default=True,
+              type=click.Path(path_type=Path),
+              help="Store directory (created when missing); also from $BENCHBOX_STORE.")
+def store_add(receipts: tuple[Path, ...], root: Path) -> None:
+    """Add receipts to a store; a receipt already there is not stored twice."""
+    from benchbox.store import Store
+
+    result = Store(root).add(receipts)
+    for e in result.added:
+        click.echo(f"added   {e.identity[:16]}  {e.source}")
+    for e in result.present:
+        click.echo(f"present {e.identity[:16]}  {e.source}")
+    click.echo(f"{len(result.added)} added, {len(result.present)} already in {root}")
+
+
+@main.command()
+@click.argument("store_dir", metavar="STORE", type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
+              help="Site directory (replaced whole if benchbox wrote it before).")
+@click.option("--threshold", default="5%", show_default=True,
+              help="Relative change that counts, for steps (as in benchbox diff) and change points.")
+@click.option("--metric", type=click.Choice(["p50", "p99", "both"]), default="p50", show_default=True,
+              help="What the diff of each step judges.")
+@click.option("--alpha", default=0.05, show_default=True, type=float,
+              help="Family-wise error rate of each step's diff (Holm across its rows).")
+@click.option("--max-pvalue", default=0.001, show_default=True, type=float,
+              help="Change points: the t-test p-value a change must reach.")
+@click.option("--min-change", default=None, metavar="PCT",
+              help="Change points: the smallest change kept (default: --threshold).")
+def report(store_dir: Path, output: Path, threshold: str, metric: str, alpha: float, max_pvalue: float,
+           min_change: str | None) -> None:
+    """Write a static site of a store's history: trends, diff steps and change points."""
+    from benchbox.receipts.diff import DiffOptions
+    from benchbox.report import Detector, build_report
+
+    def pct(raw: str, name: str) -> float:
+        try:
+            return float(raw.strip().rstrip("%")) / 100
+        except ValueError:
+            raise UsageError(f"{name} expects a percentage such as 5 or 5%, got {raw!r}") from None
+
+    th = pct(threshold, "--threshold")
+    opts = DiffOptions(threshold=th, metric=metric, alpha=alpha)
+    least = th if min_change is None else pct(min_change, "--min-change")
+    det = Detector(max_pvalue=max_pvalue, min_change=least)
+    r = build_report(store_dir, output, opts, det)
+    click.echo(f"wrote {r.out}/index.html: {len(r.pages)} page(s), {r.series} series, {r.points} points, "
+               f"{r.receipts} receipts, {r.diffs} diffs, {len(r.changes)} change point(s)")
+    for c in r.changes:
+        click.echo(f"  change {c.change:+.1%} at {(c.commit or 'no commit')[:12]}: {c.case} · {c.runner} "
+                   f"({c.group}) in {c.page}; diff verdict {c.verdict}")
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

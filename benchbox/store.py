@@ -1,0 +1,530 @@
+"""A local store of receipts: the receipts as written, plus Parquet tables of their rows.
+
+Layout of a store directory::
+
+    ROOT/store.json          marks the directory as a store (format and version)
+    ROOT/receipts/<id>.json  every receipt, byte for byte as it was written
+    ROOT/receipts.parquet    one row per receipt (identity, commit, task, contract, device, labels, ...)
+    ROOT/rows.parquet        one row per (receipt, runner, case): status and summary statistics
+
+``<id>`` is :func:`receipt_identity`, so adding a receipt twice stores it once. The
+Parquet tables are derived from the receipts and rewritten atomically; a table that
+is missing or behind the receipts directory (a crash between the two writes, a file
+copied in by hand) is brought up to date on the next :meth:`Store.add` or
+:meth:`Store.sync`. Receipts measured under different contracts, tasks, sizes, dtypes
+or devices never share a series: ``series`` in the rows table names all of them.
+
+Nothing here imports torch; polars is imported by the methods that read or write Parquet.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from benchbox import stats
+from benchbox.errors import MissingExtraError, UsageError
+from benchbox.receipts.io import load_receipt
+from benchbox.receipts.model import Receipt
+
+STORE_FORMAT = "benchbox-store"
+STORE_VERSION = 1
+MARKER = "store.json"
+RECEIPTS_DIR = "receipts"
+ROWS_FILE = "rows.parquet"
+INDEX_FILE = "receipts.parquet"
+#: Label that a matrix run puts on each of its receipts (``settings.labels``).
+MATRIX_CELL = "matrix_cell"
+#: Top-level keys left out of a receipt's identity. Schema v1 has none: formatting and key
+#: order are normalised by the canonical JSON, and an older schema version by migrating
+#: on load, so a receipt and any re-encoded or migrated copy of it share one identity.
+VOLATILE_KEYS: frozenset[str] = frozenset()
+_ID = re.compile(r"[0-9a-f]{64}")
+
+
+def canonical_json(receipt: dict[str, Any]) -> bytes:
+    """Sorted keys, no whitespace, UTF-8: one byte string per receipt content."""
+    body = {k: v for k, v in receipt.items() if k not in VOLATILE_KEYS}
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False).encode()
+
+
+def receipt_identity(receipt: Receipt | dict[str, Any]) -> str:
+    """sha256 (hex) over the receipt's canonical JSON, volatile keys left out.
+
+    Pass a receipt as loaded (``load_receipt(path).to_json()``), so that an older schema
+    version is identified by what it migrates to.
+    """
+    doc = receipt.to_json() if isinstance(receipt, Receipt) else receipt
+    return hashlib.sha256(canonical_json(doc)).hexdigest()
+
+
+def device_label(receipt: dict[str, Any]) -> str:
+    """What a series' numbers were measured on: the GPU's name, else ``cpu (CPU model)``."""
+    env = receipt.get("environment") or {}
+    gpu = env.get("gpu")
+    if isinstance(gpu, dict) and gpu.get("name"):
+        return str(gpu["name"])
+    dev = str(env.get("device") or "unknown")
+    cpu = env.get("cpu")
+    return f"{dev} ({cpu})" if dev == "cpu" and cpu else dev
+
+
+def labels_of(receipt: dict[str, Any]) -> dict[str, str]:
+    """``settings.labels`` as strings (empty when the receipt has none)."""
+    labels = (receipt.get("settings") or {}).get("labels")
+    if not isinstance(labels, dict):
+        return {}
+    return {str(k): str(v) for k, v in labels.items()}
+
+
+def series_key(task: str, contract_hash: str, size: Any, dtype: Any, device: str) -> str:
+    """The part of a series' identity shared by every (case, runner) of one receipt."""
+    return json.dumps([task, contract_hash, size, dtype, device], separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class StoredReceipt:
+    """One stored receipt: its identity, where it lies, and the facts the index holds."""
+
+    identity: str
+    path: Path
+    created_at: str | None
+    commit: str | None
+    dirty: bool | None
+    task: str
+    size: str | None
+    dtype: str | None
+    contract: str
+    contract_hash: str
+    device: str
+    complete: bool
+    n_results: int
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def matrix_cell(self) -> str | None:
+        return self.labels.get(MATRIX_CELL)
+
+
+@dataclass(frozen=True)
+class AddEntry:
+    """A receipt given to :meth:`Store.add` and the identity it was stored under."""
+
+    source: Path
+    identity: str
+
+
+@dataclass(frozen=True)
+class AddResult:
+    """What :meth:`Store.add` did: receipts added, and receipts the store already held."""
+
+    added: tuple[AddEntry, ...]
+    present: tuple[AddEntry, ...]
+
+    @property
+    def identities(self) -> tuple[str, ...]:
+        return tuple(e.identity for e in (*self.added, *self.present))
+
+
+def _iso(ts: Any) -> str | None:
+    return ts if isinstance(ts, str) else None
+
+
+def _parse_time(ts: str | None) -> datetime | None:
+    if not ts:
+        return None
+    try:
+        t = datetime.fromisoformat(ts)
+    except ValueError:
+        return None
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+
+
+def _ci(summary: dict[str, Any], key: str) -> tuple[int | None, int | None]:
+    ci = summary.get(key)
+    if isinstance(ci, list) and len(ci) == 2:
+        return int(ci[0]), int(ci[1])
+    return None, None
+
+
+def _int(x: Any) -> int | None:
+    return int(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+
+
+def _float(x: Any) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+
+
+def receipt_facts(identity: str, receipt: dict[str, Any]) -> dict[str, Any]:
+    """The receipts-table row of one loaded receipt."""
+    task = receipt["task"]
+    contract = receipt["contract"]
+    git = (receipt.get("environment") or {}).get("git") or {}
+    labels = labels_of(receipt)
+    created = _iso(receipt.get("created_at"))
+    return {
+        "identity": identity,
+        "path": f"{RECEIPTS_DIR}/{identity}.json",
+        "created_at": created,
+        "created": _parse_time(created),
+        "commit": git.get("commit") if isinstance(git.get("commit"), str) else None,
+        "dirty": git.get("dirty") if isinstance(git.get("dirty"), bool) else None,
+        "task": str(task["name"]),
+        "size": None if task.get("size") is None else str(task["size"]),
+        "dtype": None if task.get("dtype") is None else str(task["dtype"]),
+        "model_sha256": task.get("model_sha256") if isinstance(task.get("model_sha256"), str) else None,
+        "contract": str(contract["name"]),
+        "contract_version": _int(contract.get("version")),
+        "contract_hash": str(contract["hash"]),
+        "clock": str(contract["clock"]),
+        "device": device_label(receipt),
+        "hostname": str((receipt.get("environment") or {}).get("hostname") or "") or None,
+        "benchbox_version": str(receipt.get("benchbox_version")),
+        "complete": receipt.get("complete") is not False,
+        "interrupted": receipt.get("interrupted") is True,
+        "n_results": len(receipt["results"]),
+        "labels": json.dumps(labels, sort_keys=True, ensure_ascii=False),
+        "matrix_cell": labels.get(MATRIX_CELL),
+    }
+
+
+def result_rows(identity: str, receipt: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows-table rows of one loaded receipt: one per (runner, case)."""
+    facts = receipt_facts(identity, receipt)
+    shared = {k: facts[k] for k in ("identity", "created_at", "created", "commit", "dirty", "task", "size",
+                                     "dtype", "contract", "contract_hash", "clock", "device", "labels",
+                                     "matrix_cell")}
+    shared["series"] = series_key(facts["task"], facts["contract_hash"], facts["size"], facts["dtype"],
+                                  facts["device"])
+    out = []
+    for row in receipt["results"]:
+        s = row.get("summary") or {}
+        steady = row.get("steady_state") if isinstance(row.get("steady_state"), dict) else None
+        try:
+            cav = stats.caveats(s, steady)
+        except (TypeError, KeyError, ValueError):  # a hand-made summary missing noise fields
+            cav = [str(r) for r in row.get("reasons") or [] if str(r).startswith(("noise:", "unsettled:"))]
+        p50 = _ci(s, "p50_ci_ns")
+        p90 = _ci(s, "p90_ci_ns")
+        p99 = _ci(s, "p99_ci_ns")
+        out.append({
+            **shared,
+            "runner": row["runner"],
+            "case": row["case"],
+            "status": row["status"],
+            "partial": row.get("partial") is True,
+            "clock_used": str(row.get("clock_used") or "host"),
+            "n": _int(s.get("n")) or 0,
+            "p50_ns": _int(s.get("p50_ns")), "p50_lo_ns": p50[0], "p50_hi_ns": p50[1],
+            "p90_ns": _int(s.get("p90_ns")), "p90_lo_ns": p90[0], "p90_hi_ns": p90[1],
+            "p99_ns": _int(s.get("p99_ns")), "p99_lo_ns": p99[0], "p99_hi_ns": p99[1],
+            "p99_upper_ns": _int(s.get("p99_upper_ns")),
+            "mean_ns": _int(s.get("mean_ns")), "min_ns": _int(s.get("min_ns")),
+            "max_ns": _int(s.get("max_ns")),
+            "cv": _float((s.get("noise") or {}).get("cv")),
+            "noisy": any(c.startswith("noise:") for c in cav),
+            "unsettled": any(c.startswith("unsettled:") for c in cav),
+            "caveats": cav,
+            "reasons": [str(r) for r in row.get("reasons") or []],
+        })
+    return out
+
+
+def _polars() -> Any:
+    try:
+        import polars as pl
+    except ImportError:
+        raise MissingExtraError("polars", "analysis") from None
+    return pl
+
+
+def _schemas(pl: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    ts = pl.Datetime("us", "UTC")
+    index = {"identity": pl.Utf8, "path": pl.Utf8, "created_at": pl.Utf8, "created": ts, "commit": pl.Utf8,
+             "dirty": pl.Boolean, "task": pl.Utf8, "size": pl.Utf8, "dtype": pl.Utf8,
+             "model_sha256": pl.Utf8, "contract": pl.Utf8, "contract_version": pl.Int64,
+             "contract_hash": pl.Utf8, "clock": pl.Utf8, "device": pl.Utf8, "hostname": pl.Utf8,
+             "benchbox_version": pl.Utf8, "complete": pl.Boolean, "interrupted": pl.Boolean,
+             "n_results": pl.Int64, "labels": pl.Utf8, "matrix_cell": pl.Utf8}
+    rows = {"identity": pl.Utf8, "created_at": pl.Utf8, "created": ts, "commit": pl.Utf8,
+            "dirty": pl.Boolean, "task": pl.Utf8, "size": pl.Utf8, "dtype": pl.Utf8, "contract": pl.Utf8,
+            "contract_hash": pl.Utf8, "clock": pl.Utf8, "device": pl.Utf8, "labels": pl.Utf8,
+            "matrix_cell": pl.Utf8, "series": pl.Utf8, "runner": pl.Utf8, "case": pl.Utf8,
+            "status": pl.Utf8, "partial": pl.Boolean, "clock_used": pl.Utf8, "n": pl.Int64}
+    for q in ("p50", "p90", "p99"):
+        rows.update({f"{q}_ns": pl.Int64, f"{q}_lo_ns": pl.Int64, f"{q}_hi_ns": pl.Int64})
+    rows.update({"p99_upper_ns": pl.Int64, "mean_ns": pl.Int64, "min_ns": pl.Int64, "max_ns": pl.Int64,
+                 "cv": pl.Float64, "noisy": pl.Boolean, "unsettled": pl.Boolean,
+                 "caveats": pl.List(pl.Utf8), "reasons": pl.List(pl.Utf8)})
+    return index, rows
+
+
+class Store:
+    """A directory of receipts with Parquet tables of their facts and rows."""
+
+    def __init__(self, root: Path) -> None:
+        """Open the store at ``root``, creating it (and its parents) when it does not exist."""
+        self.root = Path(root)
+        marker = self.root / MARKER
+        try:
+            if self.root.exists() and not self.root.is_dir():
+                raise UsageError(f"{self.root}: not a directory, so not a receipt store")
+            if self.root.is_dir() and not marker.exists():
+                if any(self.root.iterdir()):
+                    raise UsageError(f"{self.root}: not a benchbox store (no {MARKER}) and not empty; "
+                                     "name a new or empty directory")
+            if not marker.exists():
+                (self.root / RECEIPTS_DIR).mkdir(parents=True, exist_ok=True)
+                _atomic_write(marker, json.dumps({"format": STORE_FORMAT, "version": STORE_VERSION},
+                                                 indent=1).encode())
+            meta = json.loads(marker.read_text(encoding="utf-8"))
+        except OSError as e:
+            raise UsageError(f"{self.root}: cannot open the store: {e.strerror or e}") from None
+        except (ValueError, UnicodeDecodeError):
+            raise UsageError(f"{marker}: not a benchbox store marker (invalid JSON)") from None
+        if not isinstance(meta, dict) or meta.get("format") != STORE_FORMAT:
+            raise UsageError(f"{marker}: not a benchbox store marker")
+        version = meta.get("version")
+        if not isinstance(version, int) or isinstance(version, bool) or version > STORE_VERSION:
+            raise UsageError(f"{self.root}: store version {version!r} is newer than this benchbox "
+                             f"understands ({STORE_VERSION}); upgrade benchbox")
+        (self.root / RECEIPTS_DIR).mkdir(exist_ok=True)
+
+    # -- paths ---------------------------------------------------------------------------
+
+    @property
+    def receipts_dir(self) -> Path:
+        return self.root / RECEIPTS_DIR
+
+    @property
+    def rows_path(self) -> Path:
+        return self.root / ROWS_FILE
+
+    @property
+    def index_path(self) -> Path:
+        return self.root / INDEX_FILE
+
+    def receipt_path(self, identity: str) -> Path:
+        """Where the receipt of ``identity`` lies (whether or not it is stored)."""
+        if not _ID.fullmatch(identity):
+            raise UsageError(f"{identity!r} is not a receipt identity (64 hex digits)")
+        return self.receipts_dir / f"{identity}.json"
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def identities(self) -> set[str]:
+        """Identities of the stored receipts (the receipt files themselves are the truth)."""
+        try:
+            names = os.listdir(self.receipts_dir)
+        except OSError as e:
+            raise UsageError(f"{self.receipts_dir}: cannot list: {e.strerror or e}") from None
+        return {n[:-5] for n in names if n.endswith(".json") and _ID.fullmatch(n[:-5])}
+
+    def load(self, identity: str) -> Receipt:
+        """The stored receipt of ``identity``, loaded (validated, migrated)."""
+        return load_receipt(self.receipt_path(identity))
+
+    def index(self) -> Any:
+        """The receipts table (polars DataFrame), one row per stored receipt."""
+        pl = _polars()
+        self._ensure_synced()
+        return pl.read_parquet(self.index_path) if self.index_path.exists() \
+            else pl.DataFrame(schema=_schemas(pl)[0])
+
+    def rows(self) -> Any:
+        """The rows table (polars DataFrame), one row per (receipt, runner, case)."""
+        pl = _polars()
+        self._ensure_synced()
+        return pl.read_parquet(self.rows_path) if self.rows_path.exists() \
+            else pl.DataFrame(schema=_schemas(pl)[1])
+
+    def receipts(self) -> list[StoredReceipt]:
+        """Every stored receipt with its facts, oldest first (by ``created_at``, then identity)."""
+        df = self.index()
+        out = []
+        for r in df.iter_rows(named=True):
+            labels = json.loads(r["labels"]) if r["labels"] else {}
+            out.append(StoredReceipt(
+                identity=r["identity"], path=self.root / r["path"], created_at=r["created_at"],
+                commit=r["commit"], dirty=r["dirty"], task=r["task"], size=r["size"], dtype=r["dtype"],
+                contract=r["contract"], contract_hash=r["contract_hash"], device=r["device"],
+                complete=bool(r["complete"]), n_results=int(r["n_results"]), labels=labels))
+        far = datetime.min.replace(tzinfo=UTC)
+        out.sort(key=lambda s: (_parse_time(s.created_at) or far, s.identity))
+        return out
+
+    def cells(self) -> set[str]:
+        """Every stored receipt's ``settings.labels["matrix_cell"]``, where it has one."""
+        df = self.index()
+        return {c for c in df.get_column("matrix_cell").to_list() if c is not None}
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def add(self, paths: Iterable[Path]) -> AddResult:
+        """Store receipts; a receipt already stored (same identity) is not stored again.
+
+        Every file is loaded and checked before anything is written, so one bad file
+        (UsageError, naming it) leaves the store as it was.
+        """
+        pl = _polars()
+        loaded: list[tuple[Path, bytes, dict[str, Any], str]] = []
+        for p in paths:
+            p = Path(p)
+            receipt = load_receipt(p).to_json()
+            try:
+                blob = p.read_bytes()
+            except OSError as e:
+                raise UsageError(f"{p}: cannot read: {e.strerror or e}") from None
+            loaded.append((p, blob, receipt, receipt_identity(receipt)))
+        if not loaded:
+            raise UsageError("no receipts to add")
+        added: list[AddEntry] = []
+        present: list[AddEntry] = []
+        with self._lock():
+            have = self.identities()
+            new: dict[str, dict[str, Any]] = {}
+            for p, blob, receipt, ident in loaded:
+                entry = AddEntry(p, ident)
+                if ident in have or ident in new:
+                    present.append(entry)
+                    continue
+                _atomic_write(self.receipt_path(ident), blob)
+                new[ident] = receipt
+                added.append(entry)
+            self._sync(pl, fresh=new)
+        return AddResult(tuple(added), tuple(present))
+
+    def sync(self) -> int:
+        """Bring the Parquet tables up to date with the receipts directory.
+
+        Returns how many receipts were indexed or dropped from the tables.
+        """
+        pl = _polars()
+        with self._lock():
+            return self._sync(pl, fresh={})
+
+    def _ensure_synced(self) -> None:
+        if self._indexed() != self.identities():
+            self.sync()
+
+    def _indexed(self) -> set[str]:
+        if not self.index_path.exists() or not self.rows_path.exists():
+            return set()
+        pl = _polars()
+        try:
+            return set(pl.read_parquet(self.index_path, columns=["identity"])
+                       .get_column("identity").to_list())
+        except Exception:  # an unreadable table is rebuilt from the receipts
+            return set()
+
+    def _sync(self, pl: Any, fresh: dict[str, dict[str, Any]]) -> int:
+        index_schema, rows_schema = _schemas(pl)
+        on_disk = self.identities()
+        indexed = self._indexed()
+        if indexed:
+            index = pl.read_parquet(self.index_path)
+            rows = pl.read_parquet(self.rows_path)
+        else:
+            index, rows = pl.DataFrame(schema=index_schema), pl.DataFrame(schema=rows_schema)
+        gone = indexed - on_disk
+        if gone:
+            index = index.filter(~pl.col("identity").is_in(sorted(gone)))
+            rows = rows.filter(~pl.col("identity").is_in(sorted(gone)))
+        missing = sorted(on_disk - (indexed - gone))
+        new_index: list[dict[str, Any]] = []
+        new_rows: list[dict[str, Any]] = []
+        for ident in missing:
+            receipt = fresh.get(ident)
+            if receipt is None:
+                receipt = load_receipt(self.receipt_path(ident)).to_json()
+                if receipt_identity(receipt) != ident:
+                    raise UsageError(f"{self.receipt_path(ident)}: its content does not match its "
+                                     "identity (edited after it was stored?); move it out of the store")
+            new_index.append(receipt_facts(ident, receipt))
+            new_rows += result_rows(ident, receipt)
+        if not missing and not gone and indexed:
+            return 0
+        index = pl.concat([index, pl.DataFrame(new_index, schema=index_schema)], how="vertical")
+        rows = pl.concat([rows, pl.DataFrame(new_rows, schema=rows_schema)], how="vertical")
+        index = index.sort(["created", "identity"], nulls_last=False)
+        rows = rows.sort(["created", "identity", "runner", "case"], nulls_last=False)
+        # rows first: a reader that finds an identity in the index finds its rows too
+        _atomic_parquet(rows, self.rows_path)
+        _atomic_parquet(index, self.index_path)
+        return len(missing) + len(gone)
+
+    @contextmanager
+    def _lock(self) -> Iterator[None]:
+        """An exclusive lock on the store while it is written (POSIX; none elsewhere)."""
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX
+            yield
+            return
+        try:
+            fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as e:
+            raise UsageError(f"{self.root}: cannot lock the store: {e.strerror or e}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _atomic_write(path: Path, blob: bytes) -> None:
+    tmp: str | None = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "wb") as f:
+            f.write(blob)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as e:
+        raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def _atomic_parquet(df: Any, path: Path) -> None:
+    tmp: str | None = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        df.write_parquet(tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as e:
+        raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass

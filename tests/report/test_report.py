@@ -1,0 +1,268 @@
+"""benchbox report: series, diff-engine steps, Otava change points, and the static site's files."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from benchbox import render as cr
+from benchbox.cli import main
+from benchbox.receipts.diff import DiffOptions, diff_receipts
+from benchbox.report import History, analyze, build_report
+from benchbox.report.history import Series
+from benchbox.store import Store
+from tests.history_fixture import EVIL, EVIL_CASE, GPU, STEP, fill_store
+
+ROOT = Path(__file__).resolve().parents[1]
+pytest.importorskip("otava", reason="apache-otava is not installed (pip install --no-deps apache-otava)")
+
+
+@pytest.fixture(scope="module")
+def step_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return fill_store(tmp_path_factory.mktemp("step"))
+
+
+@pytest.fixture(scope="module")
+def step_history(step_store: Path) -> History:
+    return analyze(Store(step_store))
+
+
+@pytest.fixture(scope="module")
+def flat_history(tmp_path_factory: pytest.TempPathFactory) -> History:
+    return analyze(Store(fill_store(tmp_path_factory.mktemp("flat"), dataclasses.replace(STEP, step=0.0))))
+
+
+@pytest.fixture(scope="module")
+def site(step_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("site") / "site"
+    build_report(step_store, out)
+    return out
+
+
+def _all_series(h: History) -> list[tuple[str, str, Series]]:
+    return [(p.task, p.groups[s.group].device, s) for p in h.pages for s in p.series]
+
+
+def _main_series(h: History, case: str, runner: str) -> Series:
+    page = next(p for p in h.pages if p.task == "decision")
+    return next(s for s in page.series if (s.case, s.runner) == (case, runner)
+                and page.groups[s.group].device.startswith("cpu"))
+
+
+# -- acceptance: the injected step is exactly one change point, no step is none --------------
+
+def test_a_15_percent_step_is_exactly_one_change_point_at_its_commit(step_history: History) -> None:
+    found = [(task, dev, s.case, s.runner, c.point.index) for task, dev, s in _all_series(step_history)
+             for c in s.changes]
+    assert len(found) == 1, found
+    task, dev, case, runner, index = found[0]
+    assert (task, case, runner, index) == ("decision", *STEP.step_series, STEP.step_at)
+    change = _main_series(step_history, case, runner).changes[0]
+    assert 0.10 < change.found.change < 0.20
+    assert change.found.pvalue < 0.001
+    # the diff engine's verdict for the commit at the change point
+    assert change.point.step is not None and change.point.step.verdict == "slower"
+
+
+def test_the_same_history_without_the_step_has_no_change_point(flat_history: History) -> None:
+    found = [(s.case, s.runner, c.point.index) for _, _, s in _all_series(flat_history) for c in s.changes]
+    assert found == []
+    step = _main_series(flat_history, *STEP.step_series).points[STEP.step_at].step
+    assert step is not None and step.verdict != "slower"
+
+
+def test_pairwise_steps_alone_would_raise_false_alarms(flat_history: History) -> None:
+    """Why change points: with 2% run-to-run noise some single steps pass the ±5% diff."""
+    verdicts = [p.step.verdict for _, _, s in _all_series(flat_history) for p in s.points if p.step]
+    assert verdicts.count("unchanged") > len(verdicts) / 2
+    assert sum(v in ("slower", "faster") for v in verdicts) >= 1
+
+
+# -- the same verdict engine as benchbox diff --------------------------------------------------
+
+def test_each_step_is_the_verdict_of_benchbox_diff(step_history: History, step_store: Path) -> None:
+    s = _main_series(step_history, *STEP.step_series)
+    for p in (s.points[STEP.step_at], s.points[5]):
+        assert p.step is not None
+        base = Store(step_store).receipt_path(p.step.base)
+        head = Store(step_store).receipt_path(p.step.head)
+        r = CliRunner().invoke(main, ["diff", str(base), str(head), "--format", "json"])
+        rows = {(row["case"], row["runner"]): row for row in json.loads(r.output)["rows"]}
+        assert rows[STEP.step_series]["verdict"] == p.step.verdict
+        assert rows[STEP.step_series]["metrics"][0]["ratio"] == pytest.approx(p.step.ratio)
+
+
+def test_invalid_and_failed_points_are_skipped_by_steps_and_change_points(step_history: History) -> None:
+    inv = _main_series(step_history, "outage", "torch-eager")
+    bad = inv.points[12]
+    assert bad.status == "invalid" and not bad.usable
+    assert bad.step is not None and bad.step.verdict == "invalid"
+    after = inv.points[13]
+    assert after.step is not None and after.step.base == inv.points[11].identity
+    failed = _main_series(step_history, "outage", "torch-compile").points[20]
+    assert failed.status == "failed" and failed.p50_ns is None
+    assert all(c.point.usable for _, _, s in _all_series(step_history) for c in s.changes)
+
+
+def test_series_never_mix_devices_tasks_or_contract_hashes(step_history: History) -> None:
+    pages = {(p.task, p.contract_hash) for p in step_history.pages}
+    assert len(pages) == 2
+    decision = next(p for p in step_history.pages if p.task == "decision")
+    assert sorted(g.device.split(" ")[0] for g in decision.groups) == ["NVIDIA", "cpu"]
+    gpu = next(g for g in decision.groups if g.device == "NVIDIA H200")
+    assert len(gpu.receipts) == GPU.commits
+    for s in decision.series:
+        assert len(s.points) == len(decision.groups[s.group].receipts)
+
+
+# -- the site ------------------------------------------------------------------------------------
+
+def test_site_is_static_files_with_every_link_present(site: Path) -> None:
+    assert (site / "index.html").exists() and (site / "assets" / "history.js").exists()
+    pages = sorted(site.glob("*.html"))
+    assert len(pages) == 3  # index + two task/contract pages
+    for page in pages + sorted((site / "diffs").glob("*.html")):
+        text = page.read_text()
+        assert "http://" not in text and "https://" not in text, page  # nothing fetched from a network
+        for href in re.findall(r'(?:href|src)="([^"#]+)"', text):
+            if href.startswith("data:"):
+                continue
+            assert (page.parent / href).resolve().exists(), f"{page.name}: {href}"
+
+
+def test_every_point_links_its_receipt_and_its_diff(site: Path) -> None:
+    data = json.loads((site / "history.json").read_text())
+    n = 0
+    for page in data["pages"]:
+        for s in page["series"]:
+            for p in s["points"]:
+                assert (site / p["receipt"]).exists()
+                if p["step"]:
+                    assert (site / p["step"]["diff"]).exists() and (site / p["step"]["md"]).exists()
+                n += 1
+    assert n == 50 * 4 + GPU.commits * 4 + EVIL.commits
+
+
+def test_pre_rendered_markdown_diff_is_the_diff_engines(site: Path, step_store: Path,
+                                                        step_history: History) -> None:
+    p = _main_series(step_history, *STEP.step_series).points[STEP.step_at]
+    store = Store(step_store)
+    d = diff_receipts(store.load(p.step.base), store.load(p.step.head), DiffOptions(),
+                      f"receipts/{p.step.base}.json", f"receipts/{p.step.head}.json")
+    md = site / f"diffs/{p.step.base[:16]}-{p.step.head[:16]}.md"
+    assert md.read_text() == cr.diff_markdown(d)
+    html = md.with_suffix(".html").read_text()
+    row = re.search(r'<tr class="v-slower"><td>torch-compile</td><td>invoice</td>', html)
+    assert row is not None
+
+
+def test_markup_from_receipts_is_escaped(site: Path) -> None:
+    page = next(p for p in site.glob("x*.html"))
+    text = page.read_text()
+    assert "<script>alert(1)</script>" not in text
+    assert "<img src=x" not in text
+    assert "&lt;img src=x onerror=&quot;document.title=&#x27;pwned&#x27;&quot;&gt;" in text
+    data = text.split('id="history-data">', 1)[1].split("</script>", 1)[0]
+    assert "<" not in data and json.loads(data)["series"][0]["case"] == EVIL_CASE
+    index = (site / "index.html").read_text()
+    assert "<script>alert" not in index
+
+
+def test_the_page_data_marks_the_regression(site: Path) -> None:
+    data = json.loads((site / "history.json").read_text())
+    page = next(p for p in data["pages"] if p["task"] == "decision")
+    changes = [(s["case"], s["runner"], c["i"], c["step"]["verdict"]) for s in page["series"]
+               for c in s["changes"]]
+    assert changes == [(*STEP.step_series, STEP.step_at, "slower")]
+
+
+# -- the command ---------------------------------------------------------------------------------
+
+def test_cli_report_writes_the_site_and_names_the_change_point(step_store: Path, tmp_path: Path) -> None:
+    out = tmp_path / "site"
+    r = CliRunner().invoke(main, ["report", str(step_store), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    lines = r.output.strip().splitlines()
+    assert "1 change point(s)" in lines[0]
+    assert len(lines) == 2 and "invoice · torch-compile" in lines[1] and "diff verdict slower" in lines[1]
+    # a rewrite replaces the site it wrote before
+    (out / "stale.html").write_text("old")
+    r = CliRunner().invoke(main, ["report", str(step_store), "-o", str(out), "--threshold", "10%"])
+    assert r.exit_code == 0, r.output
+    assert not (out / "stale.html").exists()
+    assert "±10.0%" in (out / "index.html").read_text()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["report", "{tmp}/none", "-o", "{tmp}/site"], "no such receipt store"),
+    (["report", "{store}", "-o", "{tmp}/busy"], "not empty and not a site benchbox wrote"),
+    (["report", "{store}", "-o", "{tmp}/site", "--threshold", "five"], "--threshold expects a percentage"),
+    (["report", "{store}", "-o", "{tmp}/site", "--max-pvalue", "2"], "p-value must be between 0 and 1"),
+    (["report", "{tmp}/empty", "-o", "{tmp}/site"], "holds no receipts"),
+])
+def test_cli_report_refuses_bad_input_in_one_line(step_store: Path, tmp_path: Path, args: list[str],
+                                                  message: str) -> None:
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "mine.txt").write_text("keep me")
+    Store(tmp_path / "empty")
+    argv = [a.format(tmp=tmp_path, store=step_store) for a in args]
+    r = CliRunner().invoke(main, argv)
+    assert r.exit_code == 2
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], r.output
+    assert (tmp_path / "busy" / "mine.txt").read_text() == "keep me"
+
+
+def test_report_never_imports_torch(step_store: Path, tmp_path: Path) -> None:
+    code = ("import sys\nfrom benchbox.cli import main\n"
+            "try:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n    assert e.code == 0, e.code\n"
+            "assert 'torch' not in sys.modules, 'torch was imported'\nprint('ok')\n")
+    r = subprocess.run([sys.executable, "-c", code, "report", str(step_store), "-o", str(tmp_path / "s")],
+                       capture_output=True, text=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr
+
+
+def test_an_incomplete_receipt_is_a_refused_step_and_an_unreadable_time_sorts_first(tmp_path: Path) -> None:
+    from benchbox.receipts import io
+    from tests.history_fixture import HistorySpec, write_history
+
+    paths = write_history(tmp_path / "h", HistorySpec(commits=3, samples=40, cases=("invoice",),
+                                                      runners=("torch-eager",)))
+    r = json.loads(paths[2].read_text())
+    r.update(complete=False, interrupted=True, interrupt_reason="SIGINT after 1 result(s)")
+    io.write_receipt(paths[2], r)
+    r = json.loads(paths[1].read_text())
+    r["created_at"] = "some day"
+    io.write_receipt(paths[1], r)
+    store = Store(tmp_path / "s")
+    store.add(paths)
+    (page,) = analyze(store).pages
+    (series,) = page.series
+    refs = page.groups[0].receipts
+    assert refs[0].created_at == "some day"  # no readable time: first
+    last = series.points[2]
+    assert refs[2].complete is False
+    assert last.step is not None and last.step.verdict == "not compared"
+    assert "incomplete receipt" in last.step.reason
+    out = tmp_path / "site"
+    build_report(tmp_path / "s", out)
+    diff_page = out / f"diffs/{last.step.base[:16]}-{last.step.head[:16]}.html"
+    assert "Comparison refused" in diff_page.read_text()
+
+
+def test_a_report_of_one_real_run(eager_receipt_path: Path, tmp_path: Path) -> None:
+    Store(tmp_path / "s").add([eager_receipt_path])
+    r = build_report(tmp_path / "s", tmp_path / "site")
+    assert r.receipts == 1 and r.diffs == 0 and r.changes == ()
+    data = json.loads((tmp_path / "site" / "history.json").read_text())
+    (page,) = data["pages"]
+    assert page["task"] == "decision" and page["contract"]["name"] == "public_task_call_wall"
+    assert {s["case"] for s in page["series"]} == {"invoice", "outage", "receipt", "image", "video"}
+    assert all(len(s["points"]) == 1 and s["points"][0]["step"] is None for s in page["series"])
