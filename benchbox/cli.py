@@ -99,7 +99,18 @@ def _pairs(values: tuple[str, ...] | list[str], what: str) -> dict[str, Any]:
     return out
 
 
+def _labels(values: tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for v in values:
+        key, sep, raw = v.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--label expects KEY=VALUE, got {v!r}")
+        out[key.strip()] = raw
+    return out
+
+
 def _percent(raw: str | None, flag: str) -> float | None:
+
     """'1', '1%' or '0.5 %' → 1.0 / 0.5; None stays None."""
     if raw is None:
         return None
@@ -204,7 +215,8 @@ def main() -> None:
 @_config_option("--baseline", "baseline")
 @click.option("--task-option", multiple=True, help="KEY=VALUE passed to the task (repeatable).")
 @click.option("--gate", multiple=True, help="Accuracy gate threshold override GATE=VALUE (repeatable).")
-@click.option("--label", multiple=True, help="KEY=VALUE recorded in the receipt's settings.labels.")
+@click.option("--label", multiple=True, metavar="KEY=VALUE",
+              help="A fact about the run's conditions, recorded as settings.labels (repeatable).")
 @_config_option("--out", "out", type=click.Path(dir_okay=False, path_type=Path))
 def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_: tuple[str, ...],
         cases_: tuple[str, ...], device: str, threads: int | None, warmup: int, samples: int,
@@ -224,13 +236,39 @@ def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_:
         max_samples=max_samples, max_time_s=max_time_s, out=out, baseline=baseline,
         runner_options=_runner_options(runners, aliases, runner_option),
         task_options=_pairs(task_option, "--task-option"), gates=_pairs(gate, "--gate"),
-        labels={k: str(v) for k, v in _pairs(label, "--label").items()},
-        command=tuple(["benchbox", *sys.argv[1:]]))
+        labels=_labels(label), command=tuple(["benchbox", *sys.argv[1:]]))
     outcome = do_run(cfg, progress=lambda s: click.echo(s, err=True))
     for o in outcome.all:
         click.echo(results_table(o.receipt))
         click.echo(f"receipt written to {o.path}")
     sys.exit(0 if outcome.ok else 1)
+
+
+@main.command()
+@click.argument("plan", type=click.Path(path_type=Path))
+@click.option("--store", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Store directory the receipts are gathered into (created if missing).")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="local: cells one after another here; ray: cells as tasks on a Ray cluster.")
+@click.option("--ray-address", default=None,
+              help="Ray cluster address (ray.init(address=...)); default RAY_ADDRESS, else a local instance.")
+@click.option("--revision", default=None,
+              help="Revision the cells measure (part of each cell's identity); default the git commit here.")
+@click.option("--force", is_flag=True, help="Run every cell, also those already in the store.")
+@click.option("--dry-run", is_flag=True, help="List the cells and whether the store holds them; run nothing.")
+def matrix(plan: Path, store: Path, executor: str, ray_address: str | None, revision: str | None,
+           force: bool, dry_run: bool) -> None:
+    """Run a PLAN.toml matrix of runs and gather the receipts into a store."""
+    from benchbox.matrix import load_plan, preview, render_preview, render_result, run_matrix
+
+    p = load_plan(plan)
+    if dry_run:
+        click.echo(render_preview(preview(p, store, revision)))
+        return
+    result = run_matrix(p, store, executor, ray_address, revision, force,
+                        progress=lambda s: click.echo(s, err=True))
+    click.echo(render_result(result))
+    sys.exit(result.exit_code)
 
 
 @main.command()

@@ -1,0 +1,246 @@
+"""One cell on one host: a ``python -m benchbox run`` subprocess, its receipts back as bytes.
+
+Both executors call :func:`execute` on the host that runs the cell (the local executor
+in its own process, Ray inside a worker), so a cell behaves the same everywhere: it
+claims its CPUs in the host registry, runs pinned to them with the GPU it was given,
+dies with its parent, and returns the receipts it wrote (labelled with what it shared)
+rather than a path, since the driver may be on another host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchbox.harness import PhaseTimer
+from benchbox.matrix import host
+from benchbox.matrix.plan import Cell
+
+#: seconds a cell gets to write its receipt after SIGINT (timeout or interrupt) before SIGKILL
+GRACE_S = 30.0
+LOG_TAIL = 20_000
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True)
+class CellJob:
+    """What a worker needs to run one cell (plain data; it travels through Ray)."""
+
+    cell: Cell
+    cell_id: str
+    labels: dict[str, str]
+    #: "local": the GPU is chosen here; "ray": the scheduler set CUDA_VISIBLE_DEVICES
+    executor: str = "local"
+
+
+@dataclass
+class CellRun:
+    """What came back from one cell: exit status, receipts (name → bytes) and the log's tail."""
+
+    cell_id: str
+    exit_code: int | None
+    reason: str | None
+    wall_s: float | None
+    receipts: dict[str, bytes] = field(default_factory=dict)
+    log_tail: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    host: str = ""
+    interrupted: bool = False
+
+
+def _flag_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def command(cell: Cell, out: Path, contract_args: list[str], labels: dict[str, str]) -> list[str]:
+    """The ``benchbox run`` command line of a cell (what a person would type to repeat it)."""
+    argv = ["run", "--task", cell.task, "--size", cell.size, "--dtype", cell.dtype,
+            "--device", cell.device]
+    for r in cell.runners:
+        argv += ["--runner", r]
+    for c in contract_args:
+        argv += ["--contract", c]
+    for c in cell.cases:
+        argv += ["--case", c]
+    s = cell.sampling
+    argv += ["--samples", str(s["samples"]), "--warmup", str(s["warmup"]),
+             "--max-samples", str(s["max_samples"]), "--max-time", str(s["max_time"]),
+             "--threads", str(cell.threads)]
+    if s.get("target_ci") is not None:
+        argv += ["--target-ci", str(s["target_ci"])]
+    if cell.baseline:
+        argv += ["--baseline", cell.baseline]
+    for k, v in cell.task_options.items():
+        argv += ["--task-option", f"{k}={_flag_value(v)}"]
+    for k, v in cell.gates.items():
+        argv += ["--gate", f"{k}={_flag_value(v)}"]
+    for r, opts in cell.runner_options.items():
+        for k, v in opts.items():
+            if (r, k) == ("torch-compile", "aten_fallbacks"):
+                argv += [a for op in v for a in ("--aten-fallback", op)]
+            elif (r, k) == ("torch-compile", "inductor_options"):
+                argv += [a for ik, iv in v.items() for a in ("--compile-option", f"{ik}={_flag_value(iv)}")]
+            else:
+                argv += ["--runner-option", f"{r}:{k}={_flag_value(v)}"]
+    for k, v in labels.items():
+        argv += ["--label", f"{k}={v}"]
+    return [*argv, "--out", str(out)]
+
+
+def _child_setup(cpus: list[int], parent: int) -> Callable[[], None]:
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def setup() -> None:
+        # die with the worker: a benchmark must not outlive the process that owns its GPU
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:
+            os._exit(1)
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+    return setup
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith("benchbox: ")]
+    line = (errors or lines or [""])[-1]
+    return line[:300]
+
+
+def _gpu_env(job: CellJob, env: dict[str, str]) -> host.Gpu | None:
+    """Give a CUDA cell exactly one GPU and say which (nvidia-smi's index order everywhere)."""
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    gpus = host.list_gpus()
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    if visible is None or not visible.strip():
+        visible = gpus[0].index if gpus else "0"
+    env["CUDA_VISIBLE_DEVICES"] = visible.split(",")[0].strip()
+    return host.visible_gpu(gpus, env["CUDA_VISIBLE_DEVICES"])
+
+
+def start_labels(job: CellJob, claim: host.Claim, gpu: host.Gpu | None, env: dict[str, str]
+                 ) -> dict[str, str]:
+    """Labels known when the cell starts: where it runs and what it was given."""
+    labels = {**job.labels,
+              "matrix_host": platform.node(),
+              "matrix_cpus_declared": str(job.cell.cpus),
+              "matrix_cpus_available": str(len(claim.cpus_available)),
+              "matrix_cpus_pinned": host.cpu_ranges(claim.cpus),
+              "matrix_cells_running_at_start": str(len(claim.running_at_start))}
+    if job.cell.device == "cuda":
+        labels["matrix_cuda_visible_devices"] = env.get("CUDA_VISIBLE_DEVICES", "")
+        labels["matrix_gpu_bus_id"] = gpu.bus_id if gpu else "unknown"
+        labels["matrix_gpu_uuid"] = gpu.uuid if gpu else "unknown"
+        labels["matrix_gpu_pcie_path"] = (host.pcie_path(gpu.bus_id) or "unknown") if gpu else "unknown"
+        labels["matrix_cpus_near_gpu"] = {True: "true", False: "false"}.get(claim.gpu_local, "unknown")
+        others = host.gpu_processes(gpu.bus_id) if gpu else None
+        labels["matrix_gpu_processes_at_start"] = "unknown" if others is None else str(others)
+    return labels
+
+
+def _relabel(blob: bytes, labels: dict[str, str]) -> bytes:
+    """Add end-of-run labels to a receipt's settings.labels (a receipt that does not parse is kept as is)."""
+    from benchbox.receipts.io import encode_receipt
+
+    try:
+        receipt = json.loads(blob)
+        settings = receipt.setdefault("settings", {})
+        settings["labels"] = {**(settings.get("labels") or {}), **labels}
+    except (ValueError, AttributeError, TypeError):
+        return blob
+    return encode_receipt(receipt)
+
+
+def execute(job: CellJob) -> CellRun:
+    """Run one cell here; never raises for what the run does (a crash is a reason, not an error)."""
+    cell = job.cell
+    registry = host.HostRegistry()
+    work = registry.root / "work" / f"{job.cell_id[:12]}-{os.getpid()}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    env = dict(os.environ)
+    gpu = _gpu_env(job, env) if cell.device == "cuda" else None
+    contract_args = []
+    for c in cell.contracts:
+        if c.builtin:
+            contract_args.append(c.name)
+        else:  # a user's contract travels as text: the worker may be on another host
+            f = work / "contracts" / f"{c.name}.toml"
+            f.parent.mkdir(exist_ok=True)
+            f.write_text(c.text or "", encoding="utf-8")
+            contract_args.append(str(f))
+    claim = registry.claim(job.cell_id, cell.cpus, cell.pin_cpus, gpu)
+    labels = start_labels(job, claim, gpu, env)
+    argv = [sys.executable, "-m", "benchbox", *command(cell, work / "receipt.json", contract_args, labels)]
+    phases = PhaseTimer()
+    timed_out = interrupted = False
+    rc: int | None = None
+    try:
+        with open(work / "run.log", "wb") as log, phases("cell"):
+            # its own process group: a Ctrl-C reaches the driver only, which forwards one SIGINT
+            # (a second one would make benchbox run drop the case in progress)
+            proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                    stderr=subprocess.STDOUT, process_group=0,
+                                    preexec_fn=_child_setup(claim.cpus, os.getpid()))
+            try:
+                rc = proc.wait(timeout=cell.timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            except KeyboardInterrupt:
+                interrupted = True
+            if rc is None:  # SIGINT keeps what was measured; SIGKILL if it does not stop in time
+                proc.send_signal(signal.SIGINT)
+                try:
+                    rc = proc.wait(timeout=GRACE_S)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    rc = proc.wait()
+    finally:
+        overlap = registry.release(claim)
+    end_labels = host.overlap_labels(claim, overlap, gpu)
+    text = (work / "run.log").read_bytes()[-LOG_TAIL:].decode("utf-8", "replace")
+    receipts = {p.name: _relabel(p.read_bytes(), end_labels) for p in sorted(work.glob("receipt*.json"))}
+    complete = bool(receipts) and all(_complete(b) for b in receipts.values())
+    reason: str | None = None
+    if timed_out:
+        reason = f"timed out after {cell.timeout_s:g} s (stopped with SIGINT; what was measured is kept)"
+    elif interrupted:
+        reason = "interrupted"
+    elif rc is not None and rc < 0:
+        reason = f"killed by {_signal_name(-rc)}"
+    elif rc not in (0, 1):
+        reason = f"exited with code {rc}: {_last_line(text)}"
+    elif not complete:
+        reason = f"exited with code {rc} without a complete receipt: {_last_line(text)}"
+    with contextlib.suppress(OSError):
+        shutil.rmtree(work)
+    return CellRun(cell_id=job.cell_id, exit_code=rc, reason=reason,
+                   wall_s=phases.seconds.get("cell"), receipts=receipts, log_tail=text,
+                   labels={**labels, **end_labels}, host=platform.node(), interrupted=interrupted)
+
+
+def _complete(blob: bytes) -> bool:
+    try:
+        return json.loads(blob).get("complete") is True
+    except (ValueError, AttributeError):
+        return False
+
+
+def _signal_name(n: int) -> str:
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return f"signal {n}"

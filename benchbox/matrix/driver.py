@@ -1,0 +1,313 @@
+"""``benchbox matrix`` as a library call: run a plan's cells, gather their receipts into the store.
+
+Cells already in the store (by ``settings.labels.matrix_cell``) are skipped. A cell
+whose run finished (exit 0, or 1 for rows that failed a gate or a runner) has its
+receipts added to the store; any other cell is failed with its reason, and whatever
+receipt it left is kept under ``STORE/matrix/partial/`` (never in the store, so a
+re-run measures it again). Every matrix run leaves a record under ``STORE/matrix/runs/``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import subprocess
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchbox.errors import BenchboxError, UsageError
+from benchbox.harness import PhaseTimer
+from benchbox.matrix.cell import CellJob, CellRun
+from benchbox.matrix.executors import make_executor
+from benchbox.matrix.plan import Cell, Plan
+from benchbox.receipts.io import load_receipt, now_iso
+
+Progress = Callable[[str], None]
+STATUSES = ("valid", "invalid", "failed", "skipped", "not_run")
+
+
+@dataclass(frozen=True)
+class CellOutcome:
+    """One cell's fate in one matrix run."""
+
+    cell_id: str
+    config_hash: str
+    axes: dict[str, str]
+    status: str
+    reason: str | None = None
+    wall_s: float | None = None
+    host: str = ""
+    exit_code: int | None = None
+    #: identities of the receipts now in the store (stored now or earlier)
+    receipts: tuple[str, ...] = ()
+    #: receipts of a failed cell, kept outside the store
+    kept: tuple[str, ...] = ()
+    log: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class MatrixResult:
+    """Every cell's outcome, the wall time of the matrix, and where its record is."""
+
+    plan: Plan
+    executor: str
+    revision: str
+    outcomes: list[CellOutcome]
+    wall_s: float
+    record: Path
+    cluster: dict[str, Any] = field(default_factory=dict)
+
+    def count(self, status: str) -> int:
+        return sum(o.status == status for o in self.outcomes)
+
+    @property
+    def exit_code(self) -> int:
+        """0 when every cell is valid or skipped; 1 when one failed or holds non-valid rows."""
+        return 0 if all(o.status in ("valid", "skipped") for o in self.outcomes) else 1
+
+
+class MatrixInterrupted(BenchboxError):
+    """SIGINT stopped the matrix; finished cells are in the store (exit 130)."""
+
+    exit_code = 130
+
+
+def _git(args: list[str]) -> str | None:
+    try:
+        r = subprocess.run(["git", *args], capture_output=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return r.stdout.decode("utf-8", "replace").strip() if r.returncode == 0 else None
+
+
+def current_revision() -> str:
+    """The revision the matrix measures: the git commit here, plus a hash of uncommitted changes."""
+    commit = _git(["rev-parse", "HEAD"])
+    if commit is None:
+        return "unversioned"
+    diff = _git(["diff", "HEAD", "--binary"])
+    if diff:
+        return f"{commit}+dirty.{hashlib.sha256(diff.encode()).hexdigest()[:12]}"
+    return commit
+
+
+def _check_revision(revision: str) -> str:
+    if not re.fullmatch(r"[\w.+\-/:]{1,200}", revision):
+        raise UsageError(f"--revision {revision[:60]!r}: use letters, digits and . + - / : _ only")
+    return revision
+
+
+def cell_labels(plan: Plan, cell: Cell, cell_id: str, revision: str, executor: str) -> dict[str, str]:
+    """The labels the driver gives each cell's receipts."""
+    return {"matrix_cell": cell_id, "matrix_config": cell.config_hash, "matrix_plan": plan.name,
+            "matrix_revision": revision, "matrix_executor": executor}
+
+
+@dataclass(frozen=True)
+class PlannedCell:
+    """A cell with its identity and whether the store already holds it."""
+
+    cell: Cell
+    cell_id: str
+    done: bool
+
+
+def preview(plan: Plan, store_root: Path, revision: str | None = None) -> list[PlannedCell]:
+    """The plan's cells and which of them the store already holds (nothing runs)."""
+    from benchbox.store import Store
+
+    rev = _check_revision(revision) if revision else current_revision()
+    done = Store(store_root).cells()
+    return [PlannedCell(c, c.identity(rev), c.identity(rev) in done) for c in plan.cells]
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=1)
+    os.replace(tmp, path)
+
+
+class _Gatherer:
+    """Turns each cell's run into an outcome: receipts into the store, or kept aside with the log."""
+
+    def __init__(self, store_root: Path, stamp: str) -> None:
+        from benchbox.store import Store, receipt_identity
+
+        self.store = Store(store_root)
+        self.identity = receipt_identity
+        self.dir = Path(store_root) / "matrix"
+        self.stamp = stamp
+
+    def _keep(self, cell_id: str, run: CellRun) -> tuple[tuple[str, ...], str | None]:
+        kept = []
+        for name, blob in run.receipts.items():
+            p = self.dir / "partial" / f"{cell_id[:12]}-{self.stamp}-{name}"
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(blob)
+            kept.append(str(p))
+        log = None
+        if run.log_tail:
+            lp = self.dir / "logs" / f"{cell_id[:12]}-{self.stamp}.log"
+            lp.parent.mkdir(parents=True, exist_ok=True)
+            lp.write_text(run.log_tail, encoding="utf-8")
+            log = str(lp)
+        return tuple(kept), log
+
+    def gather(self, planned: PlannedCell, run: CellRun) -> CellOutcome:
+        cell = planned.cell
+        base = {"cell_id": planned.cell_id, "config_hash": cell.config_hash, "axes": cell.axes(),
+                "wall_s": run.wall_s, "host": run.host, "exit_code": run.exit_code, "labels": run.labels}
+        reason = run.reason
+        if reason is None:
+            try:
+                idents, status, reason = self._store(planned, run)
+                return CellOutcome(**base, status=status, reason=reason, receipts=idents)
+            except UsageError as e:
+                reason = f"receipt refused: {e}"
+        kept, log = self._keep(planned.cell_id, run)
+        return CellOutcome(**base, status="failed", reason=reason, kept=kept, log=log)
+
+    def _store(self, planned: PlannedCell, run: CellRun) -> tuple[tuple[str, ...], str, str | None]:
+        declared = {c.hash for c in planned.cell.contracts}
+        incoming = self.dir / "incoming" / f"{planned.cell_id[:12]}-{self.stamp}"
+        incoming.mkdir(parents=True, exist_ok=True)
+        try:
+            paths, receipts = [], []
+            for name, blob in run.receipts.items():
+                p = incoming / name
+                p.write_bytes(blob)
+                r = load_receipt(p).to_json()
+                if r["contract"]["hash"] not in declared:
+                    raise UsageError(f"{name} was measured under contract {r['contract']['name']} "
+                                     f"{r['contract']['hash'][:12]}, which the plan does not declare "
+                                     "(a worker with another benchbox version?)")
+                labels = (r.get("settings") or {}).get("labels") or {}
+                if labels.get("matrix_cell") != planned.cell_id:
+                    raise UsageError(f"{name} does not carry this cell's matrix_cell label")
+                paths.append(p)
+                receipts.append(r)
+            self.store.add(paths)
+        finally:
+            for p in incoming.glob("*"):
+                p.unlink()
+            incoming.rmdir()
+            with contextlib.suppress(OSError):
+                incoming.parent.rmdir()
+        bad = [(row["runner"], row["case"], row["status"], (row.get("reasons") or [""])[0])
+               for r in receipts for row in r["results"] if row["status"] != "valid"]
+        idents = tuple(self.identity(r) for r in receipts)
+        if not bad and run.exit_code == 0:
+            return idents, "valid", None
+        rows = sum(len(r["results"]) for r in receipts)
+        first = bad[0] if bad else ("", "", "", f"exit code {run.exit_code}")
+        return idents, "invalid", (f"{len(bad)} of {rows} rows not valid; first: {first[0]} × {first[1]} "
+                                   f"{first[2]}: {first[3]}"[:400])
+
+
+def run_matrix(plan: Plan, store_root: Path, executor: str = "local", ray_address: str | None = None,
+               revision: str | None = None, force: bool = False,
+               progress: Progress = lambda s: None) -> MatrixResult:
+    """Run every cell of ``plan`` that the store does not hold yet; gather receipts into the store.
+
+    ``force`` runs every cell again (the store then holds both measurements).
+    """
+    rev = _check_revision(revision) if revision else current_revision()
+    ex = make_executor(executor, ray_address, plan.ray.get("runtime_env"))
+    started = now_iso()
+    stamp = started.replace(":", "").replace("-", "").replace("+0000", "Z")
+    gatherer = _Gatherer(store_root, stamp)
+    done = set() if force else gatherer.store.cells()
+    planned = [PlannedCell(c, c.identity(rev), c.identity(rev) in done) for c in plan.cells]
+    outcomes: dict[str, CellOutcome] = {}
+    for p in planned:
+        if p.done:
+            outcomes[p.cell_id] = CellOutcome(p.cell_id, p.cell.config_hash, p.cell.axes(), "skipped",
+                                              "already in the store")
+    record = gatherer.dir / "runs" / f"{_slug(plan.name)}-{stamp}.json"
+    phases = PhaseTimer()
+    by_id = {p.cell_id: p for p in planned}
+
+    def result(wall: float) -> MatrixResult:
+        order = [outcomes.get(p.cell_id) or CellOutcome(p.cell_id, p.cell.config_hash, p.cell.axes(),
+                                                         "not_run", "the matrix stopped first")
+                 for p in planned]
+        return MatrixResult(plan, executor, rev, order, wall, record, getattr(ex, "cluster", {}))
+
+    def save(wall: float) -> None:
+        r = result(wall)
+        _write_json(record, {"plan": plan.name, "plan_path": str(plan.path), "plan_sha256": plan.sha256,
+                             "revision": rev, "executor": executor, "ray_address": ray_address,
+                             "cluster": r.cluster, "started_at": started, "updated_at": now_iso(),
+                             "wall_s": wall, "cells": [asdict(o) for o in r.outcomes]})
+
+    def on_done(job: CellJob, run: CellRun) -> None:
+        o = gatherer.gather(by_id[job.cell_id], run)
+        outcomes[job.cell_id] = o
+        wall = f"{o.wall_s:.1f} s" if o.wall_s is not None else "-"
+        progress(f"cell {o.cell_id[:12]} {_axes_text(o.axes)}: {o.status} ({wall})"
+                 + (f": {o.reason}" if o.reason else ""))
+        save(phases.seconds.get("matrix", 0.0))
+
+    jobs = [CellJob(p.cell, p.cell_id, cell_labels(plan, p.cell, p.cell_id, rev, executor), executor)
+            for p in planned if not p.done]
+    progress(f"plan {plan.name}: {len(planned)} cells, {len(planned) - len(jobs)} already in the store, "
+             f"{len(jobs)} to run ({executor} executor, revision {rev[:20]})")
+    try:
+        if jobs:
+            ex.start()
+        with phases("matrix"):
+            ex.run_cells(jobs, on_done)
+    except KeyboardInterrupt:
+        save(phases.seconds.get("matrix", 0.0))
+        done = sum(o.reason != "interrupted" for o in outcomes.values())
+        raise MatrixInterrupted(f"interrupted: {done} of {len(planned)} cells finished; "
+                                f"record {record}") from None
+    finally:
+        ex.stop()
+    wall = phases.seconds["matrix"]
+    save(wall)
+    return result(wall)
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^\w.-]+", "-", name).strip("-")[:80] or "plan"
+
+
+def _axes_text(axes: dict[str, str]) -> str:
+    return " ".join(axes.values())
+
+
+def render_result(result: MatrixResult) -> str:
+    """The matrix as a table: one row per cell, then the counts and the wall time."""
+    keys = [k for k in result.outcomes[0].axes] if result.outcomes else []
+    head = ["cell", *keys, "status", "wall s", "reason"]
+    rows = [[o.cell_id[:12], *(o.axes.get(k, "") for k in keys), o.status,
+             f"{o.wall_s:.1f}" if o.wall_s is not None else "-", (o.reason or "")[:120]]
+            for o in result.outcomes]
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
+    lines = ["  ".join(str(x).ljust(w) for x, w in zip(r, widths)).rstrip() for r in [head, *rows]]
+    counts = ", ".join(f"{result.count(s)} {s}" for s in STATUSES if result.count(s))
+    lines.append(f"{len(result.outcomes)} cells: {counts}; wall {result.wall_s:.1f} s "
+                 f"({result.executor} executor); record {result.record}")
+    return "\n".join(lines)
+
+
+def render_preview(planned: list[PlannedCell]) -> str:
+    """The cells a plan expands to, with their identities and whether they are already stored."""
+    if not planned:
+        return ""
+    keys = list(planned[0].cell.axes())
+    head = ["cell", *keys, "in store"]
+    rows = [[p.cell_id[:12], *(p.cell.axes().get(k, "") for k in keys), "yes" if p.done else "no"]
+            for p in planned]
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
+    return "\n".join("  ".join(str(x).ljust(w) for x, w in zip(r, widths)).rstrip() for r in [head, *rows])
