@@ -284,6 +284,27 @@ def show(receipts: tuple[Path, ...]) -> None:
     click.echo(side_by_side([load_receipt(r) for r in receipts], [str(r) for r in receipts]))
 
 
+@main.command()
+@click.argument("receipts", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="The combined receipt (refused if it exists).")
+def combine(receipts: tuple[Path, ...], output: Path) -> None:
+    """Join runs of one configuration into one receipt, each run a round.
+
+    For CI: run base and head alternately, combine each side's runs, then diff; the
+    comparison then sees the spread between runs. Runs of another contract, task,
+    settings or machine class are refused.
+    """
+    from benchbox.receipts import load_receipt, write_receipt
+    from benchbox.receipts.combine import combine as join
+
+    if output.exists():
+        raise UsageError(f"{output} exists: choose another --output")
+    joined = join([load_receipt(r) for r in receipts], [str(r) for r in receipts])
+    write_receipt(output, joined)
+    click.echo(f"wrote {output}: {len(receipts)} runs as rounds of {len(joined.results)} rows")
+
+
 def _threshold(raw: str) -> float:
     try:
         return float(raw.strip().rstrip("%")) / 100

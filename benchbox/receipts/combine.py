@@ -1,0 +1,104 @@
+"""Several runs of one configuration as the rounds of one receipt.
+
+A CI job that runs base and head alternately (base, head, base, head, …) gets one receipt
+per run; :func:`combine` joins the runs of one side into one receipt whose rows keep every
+run as a round (``round_sizes``), so the comparison sees the spread between runs instead
+of taking one run's samples for independent draws of the code's speed.
+
+Only runs of the same configuration are joined: the same contract, task (model, cases,
+options), runner settings and machine class. Anything else is refused with the reason.
+Nothing measured is changed: samples and stage times are concatenated in input order and
+the statistics are recomputed from them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from benchbox.errors import UsageError
+from benchbox.receipts.model import Receipt, ResultRow, Summary
+from benchbox.stats import caveats, summarize
+
+#: Environment entries that must agree for runs to be rounds of one measurement.
+SAME_MACHINE = ("cpu", "cpu_count", "device", "torch", "torch_threads", "cuda", "gpu")
+#: Settings that may differ between the runs (where each run wrote, and how it was invoked).
+FREE_SETTINGS = frozenset({"out", "combined_from", "labels"})
+
+
+def _settings(r: Receipt) -> dict[str, Any]:
+    return {k: v for k, v in (r.settings or {}).items() if k not in FREE_SETTINGS}
+
+
+def _machine(r: Receipt) -> dict[str, Any]:
+    env = r.environment
+    out = {k: env.get(k) for k in SAME_MACHINE}
+    gpu = out.get("gpu")
+    if isinstance(gpu, dict):  # the model and driver, not the clocks or memory in use at start
+        out["gpu"] = {k: gpu.get(k) for k in ("name", "driver", "compute_capability")}
+    return out
+
+
+def _check_alike(receipts: Sequence[Receipt], names: Sequence[str]) -> None:
+    first, name0 = receipts[0], names[0]
+    checks = (("contract", lambda r: r.contract.to_json()),
+              ("task", lambda r: r.task.to_json()),
+              ("settings", _settings),
+              ("machine", _machine),
+              ("rows", lambda r: sorted(row.key for row in r.results)))
+    for r, name in zip(receipts[1:], names[1:]):
+        for what, get in checks:
+            a, b = get(first), get(r)
+            if a != b:
+                diff = ""
+                if isinstance(a, dict) and isinstance(b, dict):
+                    keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+                    diff = f" ({', '.join(map(str, keys[:5]))})"
+                raise UsageError(f"{name} is not a run of the configuration of {name0}: its {what} "
+                                 f"differs{diff}")
+
+
+def _steady(rows: Sequence[ResultRow]) -> dict[str, Any] | None:
+    """An unsettled round's steady-state record (the first), else the first checked one."""
+    states = [r.steady_state for r in rows if r.steady_state]
+    for i, s in enumerate(states):
+        if s.get("settled") is False:
+            return {**s, "round": i}
+    checked = [s for s in states if s.get("checked")]
+    if not checked:
+        return states[0] if states else None
+    return {**checked[0], "settled": True, "method": f"{checked[0]['method']}, within each of "
+                                                    f"{len(states)} rounds"}
+
+
+def _join_rows(rows: Sequence[ResultRow]) -> ResultRow:
+    bad = next((r for r in rows if r.status != "valid"), None)
+    if bad is not None:
+        i = rows.index(bad)
+        return replace(bad, reasons=tuple(f"round {i + 1} of {len(rows)}: {x}" for x in bad.reasons))
+    samples = tuple(s for r in rows for s in r.samples_ns)
+    stages = {st: tuple(v for r in rows for v in r.stages_ns.get(st, ())) for st in rows[0].stages_ns}
+    summary = summarize(samples)
+    steady = _steady(rows)
+    keep = [x for x in rows[0].reasons if x.startswith("accuracy gate")]
+    return replace(rows[0], samples_ns=samples, round_sizes=tuple(n for r in rows for n in r.round_sizes),
+                   stages_ns=stages, summary=Summary.of(summary), steady_state=steady,
+                   reasons=tuple(keep + caveats(summary, steady)), clock_cross_check=None,
+                   nulls=rows[0].nulls - {"clock_cross_check"})
+
+
+def combine(receipts: Sequence[Receipt], names: Sequence[str]) -> Receipt:
+    """One receipt whose rows hold each input run as rounds, in input order."""
+    if len(receipts) < 2:
+        raise UsageError("combine needs at least two receipts")
+    _check_alike(receipts, names)
+    first = receipts[0]
+    by_key = [{row.key: row for row in r.results} for r in receipts]
+    rows = tuple(_join_rows([m[row.key] for m in by_key]) for row in first.results)
+    settings = {**(first.settings or {}),
+                "combined_from": [{"receipt": n, "created_at": r.created_at,
+                                   "git": r.environment.get("git")} for r, n in zip(receipts, names)]}
+    return replace(first, results=rows, settings=settings, comparisons=None,
+                   complete=False if not all(r.is_complete for r in receipts) else first.complete,
+                   interrupted=True if any(r.interrupted for r in receipts) else first.interrupted)

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Measure base and head on this machine, in interleaved runs, and diff them.
+#
+#   examples/ci/bench.sh BASE_DIR HEAD_DIR OUT_DIR [benchbox run options...]
+#
+# BASE_DIR and HEAD_DIR are checkouts of the code under test (the directory each run starts
+# in, so a --task path is read from that checkout). Runs alternate base, head, head, base,
+# base, head, ... ($BENCHBOX_ROUNDS pairs, default 5) so both sides see the same conditions;
+# each side's runs are then joined as rounds (`benchbox combine`) and diffed, so drift
+# between runs widens the interval instead of looking like a change. When
+# OUT_DIR/baseline.json exists already (a committed baseline), only head is run.
+#
+# Writes OUT_DIR/base.json, OUT_DIR/head.json, OUT_DIR/diff.md (always: the report, or why
+# there is none) and OUT_DIR/diff-exit (benchbox diff's exit code: 0 no regression,
+# 1 regression, 2 refused or unusable input, 3+ something else). Exits 0 when diff.md was
+# written, whatever the verdict: the workflow decides what fails the job.
+set -uo pipefail
+
+base_dir=$1 head_dir=$2 out=$3
+shift 3
+rounds=${BENCHBOX_ROUNDS:-5}
+benchbox=${BENCHBOX:-benchbox}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+
+report_failure() {  # the step summary and the PR comment say why there is no diff
+  printf '<!-- benchbox-diff -->\n### benchbox: no comparison\n\n%s\n' "$1" > "$out/diff.md"
+  echo 2 > "$out/diff-exit"
+  exit 0
+}
+
+one_run() {  # side, index
+  local dir=$1_dir
+  (cd "${!dir}" && $benchbox run --out "$out/$1-$2.json" "${run_args[@]}") \
+    > "$out/$1-$2.log" 2>&1 || report_failure "the $1 run $2 of $rounds failed: $(tail -n 1 "$out/$1-$2.log")"
+}
+
+run_args=("$@")
+sides=(base head)
+[ -f "$out/baseline.json" ] && sides=(head)
+for i in $(seq 1 "$rounds"); do
+  order=("${sides[@]}")
+  # alternate which side goes first, so neither always runs on a warmer or cooler machine
+  if [ $((i % 2)) -eq 0 ] && [ ${#sides[@]} -eq 2 ]; then order=(head base); fi
+  for side in "${order[@]}"; do one_run "$side" "$i"; done
+done
+
+join() {  # side
+  if [ "$rounds" -eq 1 ]; then cp "$out/$1-1.json" "$out/$1.json"; return; fi
+  rm -f "$out/$1.json"
+  $benchbox combine "$out"/"$1"-[0-9]*.json -o "$out/$1.json" > /dev/null 2> "$out/combine-$1.log" \
+    || report_failure "combining the $1 runs failed: $(tail -n 1 "$out/combine-$1.log")"
+}
+for side in "${sides[@]}"; do join "$side"; done
+[ -f "$out/baseline.json" ] && cp "$out/baseline.json" "$out/base.json"
+
+# the workflow writes diff.md to the step summary itself, on every path
+env -u GITHUB_STEP_SUMMARY $benchbox diff "$out/base.json" "$out/head.json" --format markdown ${BENCHBOX_DIFF_ARGS:-} \
+  > "$out/diff.body" 2> "$out/diff.err"
+code=$?
+if [ ! -s "$out/diff.body" ]; then
+  printf '### benchbox: comparison refused\n\n%s\n' "$(cat "$out/diff.err")" > "$out/diff.body"
+fi
+{ echo '<!-- benchbox-diff -->'; cat "$out/diff.body"; } > "$out/diff.md"
+echo "$code" > "$out/diff-exit"

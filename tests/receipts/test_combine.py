@@ -1,0 +1,73 @@
+"""benchbox combine: runs of one configuration become the rounds of one receipt."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from benchbox.cli import main
+from benchbox.errors import UsageError
+from benchbox.receipts import load_receipt
+from benchbox.receipts.combine import combine
+from benchbox.run import RunConfig, run
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    d = tmp_path_factory.mktemp("runs")
+    out = []
+    for i in range(2):
+        o = run(RunConfig(runners=("torch-eager",), cases=("invoice", "outage"), samples=12, warmup=1,
+                          out=d / f"r{i}.json"))
+        out.append(o.path)
+    return out
+
+
+def test_rows_keep_every_run_as_a_round_in_input_order(two_runs: list[Path]) -> None:
+    a, b = (load_receipt(p) for p in two_runs)
+    joined = combine([a, b], ["a", "b"])
+    assert [r.key for r in joined.results] == [r.key for r in a.results]
+    for row, ra, rb in zip(joined.results, a.results, b.results):
+        assert row.samples_ns == ra.samples_ns + rb.samples_ns
+        assert row.round_sizes == ra.round_sizes + rb.round_sizes
+        assert row.summary.n == len(ra.samples_ns) + len(rb.samples_ns)
+        assert row.stages_ns["compute"] == ra.stages_ns["compute"] + rb.stages_ns["compute"]
+    assert [c["receipt"] for c in joined.settings["combined_from"]] == ["a", "b"]
+
+
+def test_an_invalid_round_makes_the_row_invalid_with_the_round_named(two_runs: list[Path]) -> None:
+    a, b = (load_receipt(p) for p in two_runs)
+    bad = replace(b.results[1], status="failed", reasons=("boom",))
+    b = replace(b, results=(b.results[0], bad))
+    joined = combine([a, b], ["a", "b"])
+    assert joined.results[0].status == "valid"
+    assert joined.results[1].status == "failed" and joined.results[1].reasons == ("round 2 of 2: boom",)
+
+
+def test_runs_of_another_machine_or_contract_are_refused(two_runs: list[Path]) -> None:
+    a, b = (load_receipt(p) for p in two_runs)
+    other_cpu = replace(b, environment={**b.environment, "cpu": "Some Other CPU", "cpu_count": 64})
+    with pytest.raises(UsageError, match="machine differs .*cpu"):
+        combine([a, other_cpu], ["a", "b"])
+    raw = b.to_json()
+    raw["contract"]["name"] = "renamed"
+    with pytest.raises(UsageError, match="contract differs"):
+        combine([a, type(b).of(raw)], ["a", "b"])
+    with pytest.raises(UsageError, match="at least two"):
+        combine([a], ["a"])
+
+
+def test_the_cli_writes_a_receipt_that_diff_reads(two_runs: list[Path], tmp_path: Path) -> None:
+    cli = CliRunner()
+    out = tmp_path / "joined.json"
+    r = cli.invoke(main, ["combine", *map(str, two_runs), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert json.loads(out.read_text())["results"][0]["round_sizes"] == [12, 12]
+    again = cli.invoke(main, ["combine", *map(str, two_runs), "-o", str(out)])
+    assert again.exit_code == 2 and "exists" in again.output
+    d = cli.invoke(main, ["diff", str(out), str(out), "--format", "json"])
+    assert d.exit_code == 0, d.output
