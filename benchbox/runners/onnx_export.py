@@ -45,11 +45,6 @@ class OnnxExport:
     output_names: tuple[str, ...]
     facts: dict[str, Any] = field(default_factory=dict)
 
-    def save(self, path: Path) -> Path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(self.model)
-        return path
-
 
 EXPORT_PACKAGES = ("onnx", "onnxscript")
 
