@@ -224,18 +224,18 @@ def _contracts(names: tuple[str, ...], base: Path, where: str) -> dict[str, Cont
     return out
 
 
-def parse_plan(data: dict[str, Any], where: str = "plan", base: Path = Path("."), name: str = "plan",
-               sha256: str = "", path: Path = Path("plan.toml")) -> Plan:
-    """Validate a parsed plan and expand it into cells (see docs/matrix.md for the format)."""
-    from benchbox.runners import RUNNERS
-
-    _check_keys(data, _TOP_KEYS, where)
+def _header(data: dict[str, Any], where: str, name: str) -> tuple[str, str]:
     plan_name = data.get("name", name)
     if not isinstance(plan_name, str) or not plan_name.strip():
         raise _fail(where, "'name' must be a non-empty string")
     description = data.get("description", "")
     if not isinstance(description, str):
         raise _fail(where, "'description' must be a string")
+    return plan_name.strip(), description
+
+
+def _axes(data: dict[str, Any], where: str) -> dict[str, tuple[str, ...]]:
+    from benchbox.runners import RUNNERS
 
     axes_in = data.get("axes", {})
     if not isinstance(axes_in, dict):
@@ -260,20 +260,25 @@ def parse_plan(data: dict[str, Any], where: str = "plan", base: Path = Path(".")
         if d not in DEVICES:
             raise _fail(where, f"axes.device: '{d}' is not cpu or cuda (a cuda cell gets one whole GPU; "
                                "the executor picks which)")
-    contracts = _contracts(axes["contract"], base, f"{where}: axes.contract")
+    return axes
 
+
+def _together(data: dict[str, Any], where: str) -> tuple[str, ...]:
     together = _str_list(data.get("together", []), f"{where}: together", allow_empty=True)
     for t in together:
         if t not in TOGETHER_AXES:
             raise _fail(where, f"together: '{t}' cannot share a run (only {', '.join(TOGETHER_AXES)})")
+    return together
 
-    run = data.get("run", {})
-    if not isinstance(run, dict):
-        raise _fail(where, "[run] must be a table")
-    _check_types(run, _RUN_KEYS, f"{where}: [run]")
-    if "cases" in run and axes["case"]:
-        raise _fail(where, "give cases either as run.cases or as axes.case, not both")
-    fixed_cases = _str_list(run["cases"], f"{where}: run.cases") if "cases" in run else ()
+
+def _table(data: dict[str, Any], key: str, where: str, what: str = "a table") -> dict[str, Any]:
+    value = data.get(key, {})
+    if not isinstance(value, dict):
+        raise _fail(where, f"[{key}] must be {what}")
+    return value
+
+
+def _sampling(run: dict[str, Any], where: str) -> dict[str, Any]:
     sampling: dict[str, Any] = {"samples": run.get("samples", 400), "warmup": run.get("warmup", 5),
                                 "target_ci": run.get("target_ci"),
                                 "max_samples": run.get("max_samples", 10_000),
@@ -284,7 +289,16 @@ def parse_plan(data: dict[str, Any], where: str = "plan", base: Path = Path(".")
         raise _fail(where, "run.target_ci is a percentage between 0 and 100")
     if sampling["max_time"] <= 0:
         raise _fail(where, "run.max_time must be > 0 seconds")
-    task_options = _scalars(run.get("task_options", {}), f"{where}: run.task_options")
+    return sampling
+
+
+def _run_section(data: dict[str, Any], where: str, axes: dict[str, tuple[str, ...]],
+                 together: tuple[str, ...]) -> dict[str, Any]:
+    """[run]: fixed cases, sampling, task options, gates, baseline (threads: see _resources)."""
+    run = _table(data, "run", where)
+    _check_types(run, _RUN_KEYS, f"{where}: [run]")
+    if "cases" in run and axes["case"]:
+        raise _fail(where, "give cases either as run.cases or as axes.case, not both")
     gates = run.get("gates", {})
     for g, v in gates.items():
         if not _is(v, (int, float)):
@@ -295,10 +309,13 @@ def parse_plan(data: dict[str, Any], where: str = "plan", base: Path = Path(".")
             raise _fail(where, "run.baseline needs together = [\"runner\"] (runners compared in one run)")
         if baseline not in axes["runner"]:
             raise _fail(where, f"run.baseline '{baseline}' is not in axes.runner")
+    return {"run": run, "baseline": baseline, "gates": dict(gates), "sampling": _sampling(run, where),
+            "fixed_cases": _str_list(run["cases"], f"{where}: run.cases") if "cases" in run else (),
+            "task_options": _scalars(run.get("task_options", {}), f"{where}: run.task_options")}
 
-    res = data.get("resources", {})
-    if not isinstance(res, dict):
-        raise _fail(where, "[resources] must be a table")
+
+def _resources(data: dict[str, Any], run: dict[str, Any], where: str) -> dict[str, Any]:
+    res = _table(data, "resources", where)
     _check_types(res, _RESOURCE_KEYS, f"{where}: [resources]")
     cpus = res.get("cpus", 1)
     timeout_s = float(res.get("timeout_s", 3600))
@@ -307,15 +324,16 @@ def parse_plan(data: dict[str, Any], where: str = "plan", base: Path = Path(".")
     threads = run.get("threads", cpus)
     if threads < 1:
         raise _fail(where, "run.threads must be ≥ 1")
+    return {"cpus": cpus, "timeout_s": timeout_s, "threads": threads, "pin_cpus": res.get("pin_cpus", True)}
 
-    ropts_in = data.get("runner_options", {})
-    if not isinstance(ropts_in, dict):
-        raise _fail(where, "[runner_options] must be a table of tables, one per runner")
+
+def _runner_options(data: dict[str, Any], where: str, runners: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    ropts_in = _table(data, "runner_options", where, "a table of tables, one per runner")
     runner_options: dict[str, dict[str, Any]] = {}
     for r, opts in ropts_in.items():
         at = f"{where}: runner_options.{r}"
-        if r not in axes["runner"]:
-            raise _fail(at, f"'{r}' is not in axes.runner ({', '.join(axes['runner'])})")
+        if r not in runners:
+            raise _fail(at, f"'{r}' is not in axes.runner ({', '.join(runners)})")
         if not isinstance(opts, dict):
             raise _fail(at, "must be a table")
         for k, v in opts.items():
@@ -329,14 +347,19 @@ def parse_plan(data: dict[str, Any], where: str = "plan", base: Path = Path(".")
             elif not _is(v, (str, int, float, bool)):
                 raise _fail(at, f"'{k}' must be a string, number or boolean")
         runner_options[r] = dict(opts)
+    return runner_options
 
-    ray = data.get("ray", {})
-    if not isinstance(ray, dict):
-        raise _fail(where, "[ray] must be a table")
+
+def _ray(data: dict[str, Any], where: str) -> dict[str, Any]:
+    ray = _table(data, "ray", where)
     _check_keys(ray, {"runtime_env"}, f"{where}: [ray]")
     if not isinstance(ray.get("runtime_env", {}), dict):
         raise _fail(where, "ray.runtime_env must be a table")
+    return dict(ray)
 
+
+def _excludes(data: dict[str, Any], where: str, axes: dict[str, tuple[str, ...]],
+              together: tuple[str, ...]) -> list[dict[str, Any]]:
     excludes = data.get("exclude", [])
     if not isinstance(excludes, list) or not all(isinstance(e, dict) and e for e in excludes):
         raise _fail(where, "exclude must be [[exclude]] tables, each naming axis = value(s)")
@@ -350,8 +373,12 @@ def parse_plan(data: dict[str, Any], where: str = "plan", base: Path = Path(".")
             unknown = [x for x in vals if x not in axes[axis]]
             if unknown:
                 raise _fail(where, f"exclude[{i}].{axis}: '{unknown[0]}' is not in axes.{axis}")
+    return excludes
 
-    # expansion: together-axes become one coordinate holding all their values
+
+def _coords(axes: dict[str, tuple[str, ...]], together: tuple[str, ...], fixed_cases: tuple[str, ...],
+            where: str) -> dict[str, list[tuple[str, ...]]]:
+    """Each axis's coordinates; an axis measured together is one coordinate holding all its values."""
     coords: dict[str, list[tuple[str, ...]]] = {}
     for axis in AXES:
         values = axes[axis]
@@ -366,29 +393,45 @@ def parse_plan(data: dict[str, Any], where: str = "plan", base: Path = Path(".")
         n *= len(v)
     if n > MAX_CELLS:
         raise _fail(where, f"the plan expands to {n} cells, over the limit of {MAX_CELLS}")
+    return coords
+
+
+def parse_plan(data: dict[str, Any], where: str = "plan", base: Path = Path("."), name: str = "plan",
+               sha256: str = "", path: Path = Path("plan.toml")) -> Plan:
+    """Validate a parsed plan and expand it into cells (see docs/matrix.md for the format)."""
+    _check_keys(data, _TOP_KEYS, where)
+    plan_name, description = _header(data, where, name)
+    axes = _axes(data, where)
+    contracts = _contracts(axes["contract"], base, f"{where}: axes.contract")
+    together = _together(data, where)
+    run = _run_section(data, where, axes, together)
+    res = _resources(data, run["run"], where)
+    runner_options = _runner_options(data, where, axes["runner"])
+    ray = _ray(data, where)
+    excludes = _excludes(data, where, axes, together)
+    coords = _coords(axes, together, run["fixed_cases"], where)
     used = [0] * len(excludes)
     cells: list[Cell] = []
     for combo in itertools.product(*coords.values()):
         point = dict(zip(AXES, combo))
-        dropped = False
-        for i, e in enumerate(excludes):
-            if all(point[a][0] in _str_list(v, "") for a, v in e.items()):
-                used[i] += 1
-                dropped = True
-        if dropped:
+        hits = [i for i, e in enumerate(excludes)
+                if all(point[a][0] in _str_list(v, "") for a, v in e.items())]
+        for i in hits:
+            used[i] += 1
+        if hits:
             continue
         cells.append(Cell(
             task=point["task"][0], size=point["size"][0], dtype=point["dtype"][0],
             device=point["device"][0], runners=point["runner"],
             contracts=tuple(contracts[c] for c in point["contract"]), cases=point["case"],
-            sampling=sampling, threads=threads, cpus=cpus, pin_cpus=res.get("pin_cpus", True),
-            timeout_s=timeout_s, baseline=baseline, task_options=task_options,
+            sampling=run["sampling"], threads=res["threads"], cpus=res["cpus"], pin_cpus=res["pin_cpus"],
+            timeout_s=res["timeout_s"], baseline=run["baseline"], task_options=run["task_options"],
             runner_options={r: runner_options[r] for r in point["runner"] if r in runner_options},
-            gates=dict(gates)))
+            gates=dict(run["gates"])))
     for i, u in enumerate(used):
         if u == 0:
             raise _fail(where, f"exclude[{i}] matches no cell (a misspelt value?)")
     if not cells:
         raise _fail(where, "every cell is excluded: nothing to run")
-    return Plan(name=plan_name.strip(), path=path, sha256=sha256, cells=tuple(cells),
-                ray=dict(ray), description=description)
+    return Plan(name=plan_name, path=path, sha256=sha256, cells=tuple(cells), ray=ray,
+                description=description)
