@@ -356,17 +356,21 @@ def plot(receipts: tuple[Path, ...], output: Path, kind: str, threshold: str) ->
 @click.argument("name", required=False)
 def contracts(name: str | None) -> None:
     """List the built-in contracts, or show which stages one times."""
-    from benchbox.contracts import STAGES, builtin_contracts, load_contract
+    from benchbox.contracts import QUEUE, STAGES, TIMELINE, builtin_contracts, load_contract
 
     if name is None:
         for c in builtin_contracts():
             click.echo(f"{c.name:<24} {c.first}..{c.last:<12} {c.clock:<7} {c.description}")
+            if c.arrival.paced:
+                click.echo(f"{'':<24} arrival: {c.arrival.label()}")
         return
     c = load_contract(name)
     click.echo(f"{c.name} (version {c.version}, {c.clock} clock, hash {c.hash[:16]})")
     click.echo(c.description)
-    for s in STAGES:
-        click.echo(f"  {'[x]' if s in c.stages else '[ ]'} {s}")
+    for s in (TIMELINE if c.arrival.open_loop or c.includes_queue else STAGES):
+        note = "  (wait from the scheduled arrival to the call's start)" if s == QUEUE else ""
+        click.echo(f"  {'[x]' if s in c.stages else '[ ]'} {s}{note}")
+    click.echo(f"arrival: {c.arrival.label()}")
     click.echo("policy: " + ", ".join(f"{k}={v}" for k, v in c.canonical()["policy"].items()))
 
 
