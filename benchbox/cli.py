@@ -27,7 +27,8 @@ FLAGS: dict[str, dict[str, str]] = {
             "threads": "--threads", "warmup": "--warmup", "samples": "--samples", "target_ci": "--target-ci",
             "max_samples": "--max-samples", "max_time_s": "--max-time", "out": "--out",
             "baseline": "--baseline", "runner_options": "--runner-option", "task_options": "--task-option",
-            "gates": "--gate", "labels": "--label"},
+            "gates": "--gate", "labels": "--label", "gap_ms": "--gap", "rate_per_s": "--rate",
+            "idle": "--idle", "max_backlog": "--max-backlog", "max_queue_ms": "--max-queue"},
     "diff": {"threshold": "--threshold", "metric": "--metric", "alpha": "--alpha", "accept": "--accept"},
     "plot": {"threshold": "--threshold"},
 }
@@ -120,6 +121,38 @@ def _percent(raw: str | None, flag: str) -> float | None:
         raise UsageError(f"{flag} expects a percentage such as 1 or 1%, got {raw!r}") from None
 
 
+#: units a gap may be written in, in milliseconds
+_TIME_UNITS = {"ns": 1e-6, "us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1e3}
+
+
+def _gap_ms(raw: str | None, flag: str = "--gap") -> float | None:
+    """'0.2ms', '200us', '1' (ms), '0' → milliseconds; None stays None."""
+    if raw is None:
+        return None
+    text = raw.strip().lower()
+    for unit in sorted(_TIME_UNITS, key=len, reverse=True):
+        if text.endswith(unit):
+            num, scale = text[: -len(unit)].strip(), _TIME_UNITS[unit]
+            break
+    else:
+        num, scale = text, 1.0
+    try:
+        value = float(num) * scale
+    except ValueError:
+        raise UsageError(f"{flag} expects a duration such as 0.2ms, 200us or 1 (ms), got {raw!r}") from None
+    return value
+
+
+def _rate(raw: str | None, flag: str = "--rate") -> float | None:
+    """'50' or '50/s' → requests per second; None stays None."""
+    if raw is None:
+        return None
+    try:
+        return float(raw.strip().lower().removesuffix("/s").strip())
+    except ValueError:
+        raise UsageError(f"{flag} expects requests per second such as 50 or 50/s, got {raw!r}") from None
+
+
 def _scalar(raw: str) -> Any:
     low = raw.lower()
     if low in ("true", "false"):
@@ -210,6 +243,11 @@ def main() -> None:
 @_config_option("--target-ci", "target_ci", metavar="PCT")
 @_config_option("--max-samples", "max_samples", type=int)
 @_config_option("--max-time", "max_time_s", type=float)
+@_config_option("--gap", "gap_ms", metavar="DURATION")
+@_config_option("--rate", "rate_per_s", metavar="PER_S")
+@_config_option("--idle", "idle", type=click.Choice(["sleep", "busy"]))
+@_config_option("--max-backlog", "max_backlog", type=int)
+@_config_option("--max-queue", "max_queue_ms", type=float, metavar="MS")
 @_runner_aliases
 @click.option("--runner-option", multiple=True, help="RUNNER:KEY=VALUE for any runner (repeatable).")
 @_config_option("--baseline", "baseline")
@@ -222,7 +260,8 @@ def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_:
         cases_: tuple[str, ...], device: str, threads: int | None, warmup: int, samples: int,
         target_ci: str | None, max_samples: int, max_time_s: float, runner_option: tuple[str, ...],
         baseline: str | None, task_option: tuple[str, ...], gate: tuple[str, ...], label: tuple[str, ...],
-        out: Path | None, **aliases: Any) -> None:
+        out: Path | None, gap_ms: str | None, rate_per_s: str | None, idle: str | None, max_backlog: int,
+        max_queue_ms: float, **aliases: Any) -> None:
     """Measure runners × cases under a timing contract and write a receipt."""
     from benchbox.render import results_table
     from benchbox.run import DEFAULT_RUNNERS, RunConfig
@@ -236,7 +275,8 @@ def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_:
         max_samples=max_samples, max_time_s=max_time_s, out=out, baseline=baseline,
         runner_options=_runner_options(runners, aliases, runner_option),
         task_options=_pairs(task_option, "--task-option"), gates=_pairs(gate, "--gate"),
-        labels=_labels(label), command=tuple(["benchbox", *sys.argv[1:]]))
+        labels=_labels(label), command=tuple(["benchbox", *sys.argv[1:]]), gap_ms=_gap_ms(gap_ms),
+        rate_per_s=_rate(rate_per_s), idle=idle, max_backlog=max_backlog, max_queue_ms=max_queue_ms)
     outcome = do_run(cfg, progress=lambda s: click.echo(s, err=True))
     for o in outcome.all:
         click.echo(results_table(o.receipt))

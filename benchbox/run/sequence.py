@@ -116,7 +116,7 @@ class _Run:
         self.receipts = self._open_receipts()
         self._calibrate()
         self.references = self._reference()
-        self.harnesses = [Harness(c, self.clock) for c in self.contracts]
+        self.harnesses = [Harness(c, self.clock, cfg.load_bound()) for c in self.contracts]
         for name in cfg.runners:
             self.stop.check()
             self._measure_runner(name)
@@ -126,6 +126,17 @@ class _Run:
     # -- validate ---------------------------------------------------------------------------
     def _contracts(self) -> list[Contract]:
         contracts = [load_contract(c) for c in self.cfg.contract_names]
+        overrides = self.cfg.arrival_overrides
+        if overrides:
+            if list(overrides) == ["idle"] and not any(c.arrival.paced for c in contracts):
+                raise FieldError("idle", "an idle mode needs paced arrivals: a gap, a rate, or a paced "
+                                         "contract")
+            contracts = [c.with_arrival(**overrides) if c.arrival.paced or set(overrides) != {"idle"} else c
+                         for c in contracts]
+        rateless = [c.name for c in contracts if c.arrival.open_loop and c.arrival.rate_per_s <= 0]
+        if rateless:
+            raise FieldError("rate_per_s", f"contract {rateless[0]} has Poisson arrivals at a rate given at "
+                                           "run time: give one")
         if len({c.name for c in contracts}) != len(contracts):
             raise FieldError("contracts", "a contract is named twice")
         if len({c.policy.cuda_graphs for c in contracts}) > 1:
@@ -179,6 +190,8 @@ class _Run:
             "gates": self.task.gate_thresholds(), "contracts_in_run": [c.name for c in self.contracts]}
         if cfg.labels:
             settings["labels"] = dict(cfg.labels)
+        if any(c.arrival.open_loop for c in self.contracts):
+            settings["overload_bound"] = cfg.load_bound().describe()
         receipts = [build.new_receipt(c, command=cfg.command, environment=env, task=self.task.info(),
                                       cases=self.cases, settings=settings) for c in self.contracts]
         book = build.ReceiptSet(out_paths(cfg.out, [c.name for c in self.contracts]), receipts)
