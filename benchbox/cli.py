@@ -31,6 +31,12 @@ FLAGS: dict[str, dict[str, str]] = {
             "idle": "--idle", "max_backlog": "--max-backlog", "max_queue_ms": "--max-queue"},
     "diff": {"threshold": "--threshold", "metric": "--metric", "alpha": "--alpha", "accept": "--accept"},
     "plot": {"threshold": "--threshold"},
+    "sweep": {"contract": "--contract", "contracts": "--contract", "task": "--task", "size": "--size",
+              "dtype": "--dtype", "runners": "--runner", "cases": "--case", "device": "--device",
+              "threads": "--threads", "warmup": "--warmup", "samples": "--samples",
+              "runner_options": "--runner-option", "task_options": "--task-option", "labels": "--label",
+              "max_backlog": "--max-backlog", "max_queue_ms": "--max-queue", "gaps_ms": "--gap",
+              "rates": "--rate", "idles": "--idle"},
 }
 
 
@@ -285,6 +291,63 @@ def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_:
 
 
 @main.command()
+@_config_option("--contract", "contracts", multiple=True,
+                default=("public_task_call_wall",), show_default=True)
+@_config_option("--task", "task")
+@_config_option("--size", "size")
+@_config_option("--dtype", "dtype", type=click.Choice(["float32", "float16", "bfloat16"]))
+@_config_option("--runner", "runners", multiple=True)
+@_config_option("--case", "cases", multiple=True)
+@_config_option("--device", "device")
+@_config_option("--threads", "threads", type=int)
+@_config_option("--warmup", "warmup", type=int)
+@_config_option("--samples", "samples", type=int)
+@click.option("--gap", "gaps", multiple=True, metavar="DURATION",
+              help="An idle gap between calls to measure (repeatable; 0.2ms, 200us, or a bare number of ms).")
+@click.option("--rate", "rates", multiple=True, metavar="RATE",
+              help="A Poisson arrival rate to measure (repeatable): requests per second (50), or a fraction "
+                   "of the runner's back-to-back throughput on the one --case (0.3x).")
+@click.option("--idle", "idles", multiple=True, type=click.Choice(["sleep", "busy"]),
+              help="How waits are spent (repeatable: every point under each); default sleep.")
+@_config_option("--max-backlog", "max_backlog", type=int)
+@_config_option("--max-queue", "max_queue_ms", type=float, metavar="MS")
+@click.option("--runner-option", multiple=True, help="RUNNER:KEY=VALUE for any runner (repeatable).")
+@click.option("--task-option", multiple=True, help="KEY=VALUE passed to the task (repeatable).")
+@click.option("--label", multiple=True, metavar="KEY=VALUE",
+              help="A fact about the run's conditions, recorded as settings.labels (repeatable).")
+@click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Folder for the receipts (one per point) and the index sweep.json.")
+def sweep(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_: tuple[str, ...],
+          cases_: tuple[str, ...], device: str, threads: int | None, warmup: int, samples: int,
+          gaps: tuple[str, ...], rates: tuple[str, ...], idles: tuple[str, ...], max_backlog: int,
+          max_queue_ms: float, runner_option: tuple[str, ...], task_option: tuple[str, ...],
+          label: tuple[str, ...], out_dir: Path) -> None:
+    """Measure latency against load: back to back, then under each gap and each rate."""
+    from benchbox.run import DEFAULT_RUNNERS, RunConfig
+    from benchbox.sweep import SweepConfig
+    from benchbox.sweep import sweep as do_sweep
+
+    runners = tuple(runners_) or DEFAULT_RUNNERS
+    run_cfg = RunConfig(
+        contract=contracts_[0], contracts=tuple(contracts_) if len(contracts_) > 1 else (),
+        task=task, size=size, dtype=dtype, runners=runners, cases=tuple(cases_), device=device,
+        threads=threads, warmup=warmup, samples=samples, max_backlog=max_backlog, max_queue_ms=max_queue_ms,
+        runner_options=_runner_options(runners, {}, runner_option),
+        task_options=_pairs(task_option, "--task-option"), labels=_labels(label),
+        command=tuple(["benchbox", *sys.argv[1:]]))
+    gaps_ms = tuple(float(g) for g in (_gap_ms(raw) for raw in gaps) if g is not None)
+    cfg = SweepConfig(run=run_cfg, out_dir=out_dir, gaps_ms=gaps_ms, rates=tuple(rates),
+                      idles=tuple(idles) or ("sleep",))
+    outcome = do_sweep(cfg, progress=lambda s: click.echo(s, err=True))
+    for r, t in outcome.throughput_per_s.items():
+        click.echo(f"{r}: back-to-back throughput {t:,.0f} calls/s")
+    for o in outcome.overloaded:
+        click.echo(f"overloaded: {o}")
+    click.echo(f"{len(outcome.receipts)} receipts; index written to {outcome.index}")
+    sys.exit(0 if outcome.ok else 1)
+
+
+@main.command()
 @click.argument("plan", type=click.Path(path_type=Path))
 @click.option("--store", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Store directory the receipts are gathered into (created if missing).")
@@ -381,8 +444,9 @@ def export(receipt: Path, fmt: str, output: Path | None) -> None:
 @click.argument("receipts", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Image file; the format follows the extension (.png or .svg).")
-@click.option("--kind", type=click.Choice(["quantiles", "stages", "ecdf", "diff"]), default="quantiles",
-              show_default=True, help="diff takes two receipts: BASE HEAD.")
+@click.option("--kind", type=click.Choice(["quantiles", "stages", "ecdf", "diff", "sweep"]),
+              default="quantiles", show_default=True,
+              help="diff takes two receipts: BASE HEAD; sweep takes a sweep's receipts or its sweep.json.")
 @click.option("--threshold", default="5%", show_default=True,
               help="diff: relative change that counts, in percent (5 or 5%).")
 def plot(receipts: tuple[Path, ...], output: Path, kind: str, threshold: str) -> None:
