@@ -91,6 +91,7 @@ def merge(into: Measurement, part: Measurement, first: bool) -> None:
     if first:
         into.clock_used, into.warmup = part.clock_used, part.warmup
         into.clock_note, into.load = part.clock_note, part.load
+        into.stop_reason = part.stop_reason  # a one-pass contract's own (a later round's is replaced)
         # a device-clock contract samples in one pass, so only a first part carries these
         into.batch, into.host_span_ns = part.batch, part.host_span_ns
 
