@@ -15,8 +15,9 @@ Two versions:
 - with the real clock and a real 2 ms sleep (slow). M/D/1 assumes the server starts a
   request the moment it arrives at an idle server; the harness busy-waits for arrivals, but
   on a machine with more runnable work than cores the operating system still runs it late
-  (hundreds of µs to ms, measured here under load), and that lateness is queue time. The test measures it and skips, naming it,
-  when it exceeds 2% of the service time: the formula then does not describe the machine.
+  (hundreds of µs to ms, measured here under load), and that lateness is queue time. The
+  test measures it and skips, naming it, when it exceeds 2% of the service time: the
+  formula then does not describe the machine.
 """
 
 from __future__ import annotations
