@@ -1,10 +1,10 @@
 """``benchbox sweep``: one run over a list of gaps or rates; one receipt per point, and an index.
 
-A sweep measures its contracts back to back first (the reference point; it also gives
-each runner's back-to-back throughput, 1 / mean complete call), then under every gap and
-every rate, each spent sleeping or busy as asked. Rates are requests per second, or
+A sweep measures its contracts back to back (the reference point; it also gives each
+runner's back-to-back throughput, 1 / mean complete call) and under every gap and every
+rate, each spent sleeping or busy as asked, in one run. Rates are requests per second, or
 fractions of the runner's own back-to-back throughput (``0.3x``): those points are
-measured per runner, since each runner has its own throughput. Each point is the base
+measured afterwards, in one run per runner, since each runner has its own throughput. Each point is the base
 contract under that arrival, so its hash says which arrival it was; the runners are
 prepared once per run, and the points of a run share the preparation. The index
 (``sweep.json``) lists every point and its receipt, and is written after every run.
@@ -133,7 +133,8 @@ def sweep(cfg: SweepConfig, progress: Progress = lambda s: None, **seams: Any) -
 
     ``seams`` go to :func:`benchbox.run.run` (``task``, ``clock``, ``runner_factory``).
     """
-    from benchbox.run import run
+    from benchbox.receipts import load_receipt
+    from benchbox.run import Interrupted, run
 
     points = cfg.points()
     base_cfg = dataclasses.replace(cfg.run, gap_ms=None, rate_per_s=None, idle=None, out=None)
@@ -155,9 +156,17 @@ def sweep(cfg: SweepConfig, progress: Progress = lambda s: None, **seams: Any) -
     def measure(pts: list[tuple[Point, Contract, str | None]], runners: tuple[str, ...]) -> Any:
         placed = [(c, out_dir / f"{c.name}.{p.slug}{'.' + r if r else ''}.json") for p, c, r in pts]
         progress(f"sweep: {len(placed)} point(s) for {', '.join(runners)}")
-        res = run(dataclasses.replace(base_cfg, runners=runners), progress, points=placed, **seams)
+        try:
+            res = run(dataclasses.replace(base_cfg, runners=runners), progress, points=placed, **seams)
+        except Interrupted:  # the receipts written so far stay listed, marked as cut short
+            for (p, c, runner), (_, path) in zip(pts, placed):
+                if path.exists():
+                    entries.append({**_entry(p, c, path, load_receipt(path), out_dir, runner),
+                                    "interrupted": True})
+            _write_index(outcome, cfg, contracts, entries)
+            raise
         for (p, c, runner), o in zip(pts, res.all):
-            entries.append(_entry(p, c, o, out_dir, runner))
+            entries.append(_entry(p, c, o.path, o.receipt, out_dir, runner))
             outcome.receipts.append(o.path)
             # an overloaded point is a finding, not a failure of the sweep
             outcome.ok &= all(r.status == "valid" or (r.load is not None and r.load.overloaded)
@@ -165,15 +174,14 @@ def sweep(cfg: SweepConfig, progress: Progress = lambda s: None, **seams: Any) -
         _write_index(outcome, cfg, contracts, entries)
         return res
 
-    ref = measure([(Point("back_to_back"), c.with_arrival(gap_ms=0), None) for c in contracts],
+    # the back-to-back reference and every absolute point in one run (the runners prepared once)
+    ref = measure([(Point("back_to_back"), c.with_arrival(gap_ms=0), None) for c in contracts]
+                  + [(p, p.apply(c), None) for p in points if p.fraction is None for c in contracts],
                   base_cfg.runners)
     for r in base_cfg.runners:
         t = throughput(ref.receipt, r)
         if t is not None:
             outcome.throughput_per_s[r] = t
-    fixed = [(p, p.apply(c), None) for p in points if p.fraction is None for c in contracts]
-    if fixed:
-        measure(fixed, base_cfg.runners)
     for r in base_cfg.runners if relative else ():
         if r not in outcome.throughput_per_s:
             progress(f"sweep: {r} has no back-to-back throughput (no valid reference row): "
@@ -186,11 +194,12 @@ def sweep(cfg: SweepConfig, progress: Progress = lambda s: None, **seams: Any) -
     return outcome
 
 
-def _entry(p: Point, c: Contract, o: Any, out_dir: Path, runner: str | None) -> dict[str, Any]:
-    rows = o.receipt.results
+def _entry(p: Point, c: Contract, path: Path, receipt: Any, out_dir: Path, runner: str | None
+           ) -> dict[str, Any]:
+    rows = receipt.results
     return {"point": p.slug, "contract": c.name, "hash": c.hash, "arrival": c.arrival.describe(),
             "fraction": p.fraction, "runners": [runner] if runner else sorted({r.runner for r in rows}),
-            "receipt": os.path.relpath(o.path, out_dir),
+            "receipt": os.path.relpath(path, out_dir),
             "overloaded": sorted({r.runner for r in rows if r.load is not None and r.load.overloaded})}
 
 
