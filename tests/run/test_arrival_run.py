@@ -68,3 +68,19 @@ def test_old_receipts_without_arrivals_load_as_back_to_back(tmp_path: Path) -> N
     assert r.contract.arrival is None and r.contract.arrival_kind == "back_to_back"
     doc = json.loads(GOLDEN_V1.read_text())
     assert "arrival" not in json.dumps(doc["contract"])
+
+
+def test_stage_figure_and_export_attribute_the_queue(tmp_path: Path) -> None:
+    from benchbox.plots import label_receipts
+    from benchbox.plots._common import rows_of, stage_order
+    from benchbox.receipts.export import export_receipt
+
+    path = _run(tmp_path, "q", rate_per_s=300.0)
+    r = load_receipt(path)
+    assert stage_order(rows_of(label_receipts([path], [r])))[0] == QUEUE
+    pytest.importorskip("polars")
+    csv = export_receipt(r, "csv", tmp_path / "q.csv").read_text().splitlines()
+    head = csv[0].split(",")
+    assert head[head.index("region_ns") + 1] == "queue_ns"
+    first = dict(zip(head, csv[1].split(",")))
+    assert int(first["queue_ns"]) == r.results[0].stages_ns[QUEUE][0]
