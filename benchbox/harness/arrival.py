@@ -100,7 +100,11 @@ class Pacer:
         """After sample ``i`` ended at ``end_ns``: why sampling stops (overload), else None."""
         if self.offsets is None:
             return None
-        backlog = int(np.searchsorted(self.offsets, end_ns - self.t0, side="right")) - (i + 1)
+        elapsed = end_ns - self.t0
+        due = int(np.searchsorted(self.offsets, elapsed, side="right"))
+        if due == len(self.offsets):  # past the sampled schedule the process goes on at its rate
+            due += int((elapsed - int(self.offsets[-1])) * self.arrival.rate_per_s / 1e9)
+        backlog = due - (i + 1)
         self.max_backlog = max(self.max_backlog, backlog)
         self.max_queue = max(self.max_queue, queue_ns)
         b = self.bound

@@ -67,3 +67,13 @@ def test_poisson_without_a_rate_and_bad_bounds_are_refused() -> None:
         LoadBound(max_backlog=0)
     with pytest.raises(FieldError, match="positive number"):
         LoadBound(max_queue_ms=float("nan"))
+
+
+def test_the_backlog_counts_arrivals_beyond_the_sampled_schedule() -> None:
+    """20 samples, a backlog bound of 50: only arrivals past the 20 scheduled ones can pass it."""
+    task = LightTask()
+    runner = _prepared("torch-eager", task)
+    contract = load_contract("public_task_call_poisson").with_arrival(rate_per_s=1e9 / 2)
+    h = Harness(contract, clock=TracingClock([]), bound=LoadBound(max_backlog=50))
+    m = h.measure(task, runner, task.cases()[0].request, samples=20, warmup=1)
+    assert m.overloaded and "bound of 50" in m.stop_reason and len(m.samples_ns) < 20
