@@ -291,8 +291,9 @@ def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_:
 
 
 @main.command()
-@_config_option("--contract", "contracts", multiple=True,
-                default=("public_task_call_wall",), show_default=True)
+@click.option("--contract", "contracts_", multiple=True, default=("public_task_call_wall",),
+              show_default=True, help="Built-in contract name or path to a contract TOML file (repeatable): "
+                                      "each is measured at every point, one receipt per contract and point.")
 @_config_option("--task", "task")
 @_config_option("--size", "size")
 @_config_option("--dtype", "dtype", type=click.Choice(["float32", "float16", "bfloat16"]))
