@@ -136,20 +136,8 @@ def sweep(cfg: SweepConfig, progress: Progress = lambda s: None, **seams: Any) -
     from benchbox.receipts import load_receipt
     from benchbox.run import Interrupted, run
 
-    points = cfg.points()
-    base_cfg = dataclasses.replace(cfg.run, gap_ms=None, rate_per_s=None, idle=None, out=None)
-    base_cfg.validate()
+    points, base_cfg, contracts, out_dir = _checked(cfg)
     relative = [p for p in points if p.fraction is not None]
-    if relative and len(base_cfg.cases) != 1:
-        raise FieldError("cases", "rates as fractions of the back-to-back throughput need exactly one case")
-    contracts = [load_contract(c) for c in base_cfg.contract_names]
-    if len({c.name for c in contracts}) != len(contracts):
-        raise FieldError("contracts", "a contract is named twice")
-    out_dir = Path(cfg.out_dir)
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"{out_dir}: cannot create the sweep folder: {e.strerror or e}") from None
     outcome = SweepOutcome(index=out_dir / INDEX)
     entries: list[dict[str, Any]] = []
 
@@ -192,6 +180,24 @@ def sweep(cfg: SweepConfig, progress: Progress = lambda s: None, **seams: Any) -
                           for e in entries if e["overloaded"]]
     _write_index(outcome, cfg, contracts, entries)
     return outcome
+
+
+def _checked(cfg: SweepConfig) -> tuple[list[Point], RunConfig, list[Contract], Path]:
+    """The points, the run's configuration without a run-time arrival, the contracts, the folder."""
+    points = cfg.points()
+    base_cfg = dataclasses.replace(cfg.run, gap_ms=None, rate_per_s=None, idle=None, out=None)
+    base_cfg.validate()
+    if any(p.fraction is not None for p in points) and len(base_cfg.cases) != 1:
+        raise FieldError("cases", "rates as fractions of the back-to-back throughput need exactly one case")
+    contracts = [load_contract(c) for c in base_cfg.contract_names]
+    if len({c.name for c in contracts}) != len(contracts):
+        raise FieldError("contracts", "a contract is named twice")
+    out_dir = Path(cfg.out_dir)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"{out_dir}: cannot create the sweep folder: {e.strerror or e}") from None
+    return points, base_cfg, contracts, out_dir
 
 
 def _entry(p: Point, c: Contract, path: Path, receipt: Any, out_dir: Path, runner: str | None

@@ -311,6 +311,13 @@ def contract_from_dict(data: Any, where: str = "contract", source: str = "builti
     if stages == [QUEUE]:
         raise UsageError(f"{where}: a region cannot be 'queue' alone; it opens at queue and runs on "
                          "through parse at least")
+    policy = _policy_from_dict(data, clock, stages, where)
+    return Contract(name=name, version=version, description=description,
+                    stages=tuple(stages), clock=clock, policy=policy, source=source)
+
+
+def _policy_from_dict(data: dict[str, Any], clock: str, stages: list[str], where: str) -> Policy:
+    """The policy table (and a receipt's top-level ``arrival``), checked against the region."""
     pol = data.get("policy", {})
     if not isinstance(pol, dict):
         raise UsageError(f"{where}: 'policy' must be a table")
@@ -360,9 +367,7 @@ def contract_from_dict(data: Any, where: str = "contract", source: str = "builti
         if policy.hold_stream or policy.sync_at_close != "none" or policy.state != "warm":
             raise UsageError(f"{where}: policy.saturated keeps the device busy: it needs "
                              "hold_stream = false, sync_at_close = \"none\" and state = \"warm\"")
-    return Contract(name=name, version=version, description=description,
-                    stages=tuple(stages), clock=clock, policy=policy, source=source)
-
+    return policy
 
 def parse_contract_toml(text: str, where: str) -> Contract:
     """Parse a contract declaration written in TOML; UsageError with one line on any problem."""
