@@ -27,9 +27,16 @@ FLAGS: dict[str, dict[str, str]] = {
             "threads": "--threads", "warmup": "--warmup", "samples": "--samples", "target_ci": "--target-ci",
             "max_samples": "--max-samples", "max_time_s": "--max-time", "out": "--out",
             "baseline": "--baseline", "runner_options": "--runner-option", "task_options": "--task-option",
-            "gates": "--gate", "labels": "--label"},
+            "gates": "--gate", "labels": "--label", "gap_ms": "--gap", "rate_per_s": "--rate",
+            "idle": "--idle", "max_backlog": "--max-backlog", "max_queue_ms": "--max-queue"},
     "diff": {"threshold": "--threshold", "metric": "--metric", "alpha": "--alpha", "accept": "--accept"},
     "plot": {"threshold": "--threshold"},
+    "sweep": {"contract": "--contract", "contracts": "--contract", "task": "--task", "size": "--size",
+              "dtype": "--dtype", "runners": "--runner", "cases": "--case", "device": "--device",
+              "threads": "--threads", "warmup": "--warmup", "samples": "--samples",
+              "runner_options": "--runner-option", "task_options": "--task-option", "labels": "--label",
+              "max_backlog": "--max-backlog", "max_queue_ms": "--max-queue", "gaps_ms": "--gap",
+              "rates": "--rate", "idles": "--idle"},
 }
 
 
@@ -118,6 +125,38 @@ def _percent(raw: str | None, flag: str) -> float | None:
         return float(raw.strip().removesuffix("%").strip())
     except ValueError:
         raise UsageError(f"{flag} expects a percentage such as 1 or 1%, got {raw!r}") from None
+
+
+#: units a gap may be written in, in milliseconds
+_TIME_UNITS = {"ns": 1e-6, "us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1e3}
+
+
+def _gap_ms(raw: str | None, flag: str = "--gap") -> float | None:
+    """'0.2ms', '200us', '1' (ms), '0' → milliseconds; None stays None."""
+    if raw is None:
+        return None
+    text = raw.strip().lower()
+    for unit in sorted(_TIME_UNITS, key=len, reverse=True):
+        if text.endswith(unit):
+            num, scale = text[: -len(unit)].strip(), _TIME_UNITS[unit]
+            break
+    else:
+        num, scale = text, 1.0
+    try:
+        value = float(num) * scale
+    except ValueError:
+        raise UsageError(f"{flag} expects a duration such as 0.2ms, 200us or 1 (ms), got {raw!r}") from None
+    return value
+
+
+def _rate(raw: str | None, flag: str = "--rate") -> float | None:
+    """'50' or '50/s' → requests per second; None stays None."""
+    if raw is None:
+        return None
+    try:
+        return float(raw.strip().lower().removesuffix("/s").strip())
+    except ValueError:
+        raise UsageError(f"{flag} expects requests per second such as 50 or 50/s, got {raw!r}") from None
 
 
 def _scalar(raw: str) -> Any:
@@ -210,6 +249,11 @@ def main() -> None:
 @_config_option("--target-ci", "target_ci", metavar="PCT")
 @_config_option("--max-samples", "max_samples", type=int)
 @_config_option("--max-time", "max_time_s", type=float)
+@_config_option("--gap", "gap_ms", metavar="DURATION")
+@_config_option("--rate", "rate_per_s", metavar="PER_S")
+@_config_option("--idle", "idle", type=click.Choice(["sleep", "busy"]))
+@_config_option("--max-backlog", "max_backlog", type=int)
+@_config_option("--max-queue", "max_queue_ms", type=float, metavar="MS")
 @_runner_aliases
 @click.option("--runner-option", multiple=True, help="RUNNER:KEY=VALUE for any runner (repeatable).")
 @_config_option("--baseline", "baseline")
@@ -222,7 +266,8 @@ def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_:
         cases_: tuple[str, ...], device: str, threads: int | None, warmup: int, samples: int,
         target_ci: str | None, max_samples: int, max_time_s: float, runner_option: tuple[str, ...],
         baseline: str | None, task_option: tuple[str, ...], gate: tuple[str, ...], label: tuple[str, ...],
-        out: Path | None, **aliases: Any) -> None:
+        out: Path | None, gap_ms: str | None, rate_per_s: str | None, idle: str | None, max_backlog: int,
+        max_queue_ms: float, **aliases: Any) -> None:
     """Measure runners × cases under a timing contract and write a receipt."""
     from benchbox.render import results_table
     from benchbox.run import DEFAULT_RUNNERS, RunConfig
@@ -236,11 +281,70 @@ def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_:
         max_samples=max_samples, max_time_s=max_time_s, out=out, baseline=baseline,
         runner_options=_runner_options(runners, aliases, runner_option),
         task_options=_pairs(task_option, "--task-option"), gates=_pairs(gate, "--gate"),
-        labels=_labels(label), command=tuple(["benchbox", *sys.argv[1:]]))
+        labels=_labels(label), command=tuple(["benchbox", *sys.argv[1:]]), gap_ms=_gap_ms(gap_ms),
+        rate_per_s=_rate(rate_per_s), idle=idle, max_backlog=max_backlog, max_queue_ms=max_queue_ms)
     outcome = do_run(cfg, progress=lambda s: click.echo(s, err=True))
     for o in outcome.all:
         click.echo(results_table(o.receipt))
         click.echo(f"receipt written to {o.path}")
+    sys.exit(0 if outcome.ok else 1)
+
+
+@main.command()
+@click.option("--contract", "contracts_", multiple=True, default=("public_task_call_wall",),
+              show_default=True, help="Built-in contract name or path to a contract TOML file (repeatable): "
+                                      "each is measured at every point, one receipt per contract and point.")
+@_config_option("--task", "task")
+@_config_option("--size", "size")
+@_config_option("--dtype", "dtype", type=click.Choice(["float32", "float16", "bfloat16"]))
+@_config_option("--runner", "runners", multiple=True)
+@_config_option("--case", "cases", multiple=True)
+@_config_option("--device", "device")
+@_config_option("--threads", "threads", type=int)
+@_config_option("--warmup", "warmup", type=int)
+@_config_option("--samples", "samples", type=int)
+@click.option("--gap", "gaps", multiple=True, metavar="DURATION",
+              help="An idle gap between calls to measure (repeatable; 0.2ms, 200us, or a bare number of ms).")
+@click.option("--rate", "rates", multiple=True, metavar="RATE",
+              help="A Poisson arrival rate to measure (repeatable): requests per second (50), or a fraction "
+                   "of the runner's back-to-back throughput on the one --case (0.3x).")
+@click.option("--idle", "idles", multiple=True, type=click.Choice(["sleep", "busy"]),
+              help="How waits are spent (repeatable: every point under each); default sleep.")
+@_config_option("--max-backlog", "max_backlog", type=int)
+@_config_option("--max-queue", "max_queue_ms", type=float, metavar="MS")
+@click.option("--runner-option", multiple=True, help="RUNNER:KEY=VALUE for any runner (repeatable).")
+@click.option("--task-option", multiple=True, help="KEY=VALUE passed to the task (repeatable).")
+@click.option("--label", multiple=True, metavar="KEY=VALUE",
+              help="A fact about the run's conditions, recorded as settings.labels (repeatable).")
+@click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Folder for the receipts (one per point) and the index sweep.json.")
+def sweep(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_: tuple[str, ...],
+          cases_: tuple[str, ...], device: str, threads: int | None, warmup: int, samples: int,
+          gaps: tuple[str, ...], rates: tuple[str, ...], idles: tuple[str, ...], max_backlog: int,
+          max_queue_ms: float, runner_option: tuple[str, ...], task_option: tuple[str, ...],
+          label: tuple[str, ...], out_dir: Path) -> None:
+    """Measure latency against load: back to back, then under each gap and each rate."""
+    from benchbox.run import DEFAULT_RUNNERS, RunConfig
+    from benchbox.sweep import SweepConfig
+    from benchbox.sweep import sweep as do_sweep
+
+    runners = tuple(runners_) or DEFAULT_RUNNERS
+    run_cfg = RunConfig(
+        contract=contracts_[0], contracts=tuple(contracts_) if len(contracts_) > 1 else (),
+        task=task, size=size, dtype=dtype, runners=runners, cases=tuple(cases_), device=device,
+        threads=threads, warmup=warmup, samples=samples, max_backlog=max_backlog, max_queue_ms=max_queue_ms,
+        runner_options=_runner_options(runners, {}, runner_option),
+        task_options=_pairs(task_option, "--task-option"), labels=_labels(label),
+        command=tuple(["benchbox", *sys.argv[1:]]))
+    gaps_ms = tuple(float(g) for g in (_gap_ms(raw) for raw in gaps) if g is not None)
+    cfg = SweepConfig(run=run_cfg, out_dir=out_dir, gaps_ms=gaps_ms, rates=tuple(rates),
+                      idles=tuple(idles) or ("sleep",))
+    outcome = do_sweep(cfg, progress=lambda s: click.echo(s, err=True))
+    for r, t in outcome.throughput_per_s.items():
+        click.echo(f"{r}: back-to-back throughput {t:,.0f} calls/s")
+    for o in outcome.overloaded:
+        click.echo(f"overloaded: {o}")
+    click.echo(f"{len(outcome.receipts)} receipts; index written to {outcome.index}")
     sys.exit(0 if outcome.ok else 1)
 
 
@@ -362,8 +466,9 @@ def export(receipt: Path, fmt: str, output: Path | None) -> None:
 @click.argument("receipts", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Image file; the format follows the extension (.png or .svg).")
-@click.option("--kind", type=click.Choice(["quantiles", "stages", "ecdf", "diff"]), default="quantiles",
-              show_default=True, help="diff takes two receipts: BASE HEAD.")
+@click.option("--kind", type=click.Choice(["quantiles", "stages", "ecdf", "diff", "sweep"]),
+              default="quantiles", show_default=True,
+              help="diff takes two receipts: BASE HEAD; sweep takes a sweep's receipts or its sweep.json.")
 @click.option("--threshold", default="5%", show_default=True,
               help="diff: relative change that counts, in percent (5 or 5%).")
 def plot(receipts: tuple[Path, ...], output: Path, kind: str, threshold: str) -> None:
@@ -377,17 +482,21 @@ def plot(receipts: tuple[Path, ...], output: Path, kind: str, threshold: str) ->
 @click.argument("name", required=False)
 def contracts(name: str | None) -> None:
     """List the built-in contracts, or show which stages one times."""
-    from benchbox.contracts import STAGES, builtin_contracts, load_contract
+    from benchbox.contracts import QUEUE, STAGES, TIMELINE, builtin_contracts, load_contract
 
     if name is None:
         for c in builtin_contracts():
             click.echo(f"{c.name:<24} {c.first}..{c.last:<12} {c.clock:<7} {c.description}")
+            if c.arrival.paced:
+                click.echo(f"{'':<24} arrival: {c.arrival.label()}")
         return
     c = load_contract(name)
     click.echo(f"{c.name} (version {c.version}, {c.clock} clock, hash {c.hash[:16]})")
     click.echo(c.description)
-    for s in STAGES:
-        click.echo(f"  {'[x]' if s in c.stages else '[ ]'} {s}")
+    for s in (TIMELINE if c.arrival.open_loop or c.includes_queue else STAGES):
+        note = "  (wait from the scheduled arrival to the call's start)" if s == QUEUE else ""
+        click.echo(f"  {'[x]' if s in c.stages else '[ ]'} {s}{note}")
+    click.echo(f"arrival: {c.arrival.label()}")
     click.echo("policy: " + ", ".join(f"{k}={v}" for k, v in c.canonical()["policy"].items()))
 
 

@@ -309,7 +309,7 @@ def _flavours(cfg: SelfCheckConfig) -> tuple[list[str], list[str]]:
 
 def run_selfcheck(cfg: SelfCheckConfig, progress: Progress = lambda s: None) -> SelfCheckResult:
     """Run every built-in contract on the tiny task per flavour; check; write the verdict."""
-    from benchbox.contracts import builtin_names
+    from benchbox.contracts import builtin_contracts
     from benchbox.receipts.io import now_iso
     from benchbox.run import RunConfig, run
 
@@ -322,10 +322,11 @@ def run_selfcheck(cfg: SelfCheckConfig, progress: Progress = lambda s: None) -> 
     out_dir = Path(cfg.out_dir) if cfg.out_dir is not None else Path("receipts") / f"selfcheck-{stamp}"
     out_dir.mkdir(parents=True, exist_ok=True)
     outcomes, gpu = [], None
+    back_to_back = tuple(c.name for c in builtin_contracts() if not c.arrival.paced)
     for flavour in flavours or ["auto"]:
         progress(f"selfcheck: {cfg.runner} flavour {flavour}")
         outcome = run(RunConfig(
-            contracts=tuple(builtin_names()), task="decision", size=cfg.size, dtype=cfg.dtype,
+            contracts=back_to_back, task="decision", size=cfg.size, dtype=cfg.dtype,
             runners=(cfg.runner,), device=cfg.device, warmup=cfg.warmup, samples=cfg.samples,
             out=out_dir / f"selfcheck-{flavour}.json",
             runner_options={cfg.runner: {"flavour": flavour}},

@@ -3,11 +3,13 @@
 # Each size runs every built-in contract in one process (runners prepared once); tiny first,
 # so the short run is done before the long one's cold max-autotune compile.
 # Usage: OUT=dir bash benchmarks/h200_receipts.sh      (TINY_S, LARGE_S: time limits in s;
-#        CONTRACTS="a b": only these contracts, default every built-in one)
+#        CONTRACTS="a b": only these contracts, default every built-in back-to-back one; the
+#        served-traffic contracts are swept by benchmarks/sweep_evidence.sh)
 set -u
 OUT=${OUT:-.}
 contracts=()
-for c in ${CONTRACTS:-$(python3 -c "from benchbox.contracts import builtin_names; print(*builtin_names())")}; do
+for c in ${CONTRACTS:-$(python3 -c "from benchbox.contracts import builtin_contracts as b
+print(*(c.name for c in b() if not c.arrival.paced))")}; do
   contracts+=(--contract "$c")
 done
 common=(--device cuda --runner torch-eager --runner torch-compile --runner tensorrt "${contracts[@]}"

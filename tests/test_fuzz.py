@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from benchbox.contracts import STAGES, contract_from_dict, parse_contract_toml
+from benchbox.contracts import STAGES, TIMELINE, contract_from_dict, parse_contract_toml
 from benchbox.contracts.model import builtin_names
 from benchbox.errors import UsageError
 from benchbox.receipts import parse_receipt, write_receipt
@@ -216,7 +216,8 @@ def test_fuzz_contracts_only_usage_errors() -> None:
             pytest.fail(_failure("contract", i, data, e))
         accepted += 1
         # what is accepted is a real contract: contiguous, hashable, and round trips
-        assert list(c.stages) == list(STAGES[c.first_index: c.last_index + 1])
+        assert list(c.stages) == list(TIMELINE[TIMELINE.index(c.first): TIMELINE.index(c.last) + 1])
+        assert list(c.stages[int(c.includes_queue):]) == list(STAGES[c.first_index: c.last_index + 1])
         assert contract_from_dict(c.to_dict(), "again").hash == c.hash
     assert accepted + rejected == EXAMPLES
     assert rejected > EXAMPLES // 4 and accepted > EXAMPLES // 50

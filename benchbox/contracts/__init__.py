@@ -1,8 +1,13 @@
 """Timing contracts: stages, declarations, the built-in registry."""
 
 from benchbox.contracts.model import (
+    ARRIVALS,
     DEVICE_STAGES,
+    IDLE_MODES,
+    QUEUE,
     STAGES,
+    TIMELINE,
+    Arrival,
     Contract,
     Policy,
     builtin_contracts,
@@ -13,6 +18,7 @@ from benchbox.contracts.model import (
 )
 
 __all__ = [
-    "DEVICE_STAGES", "STAGES", "Contract", "Policy", "builtin_contracts",
+    "ARRIVALS", "DEVICE_STAGES", "IDLE_MODES", "QUEUE", "STAGES", "TIMELINE", "Arrival", "Contract",
+    "Policy", "builtin_contracts",
     "builtin_names", "contract_from_dict", "load_contract", "parse_contract_toml",
 ]

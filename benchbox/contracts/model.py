@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import tomllib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +16,67 @@ from benchbox.errors import UsageError
 STAGES: tuple[str, ...] = ("parse", "preprocess", "h2d", "compute", "d2h", "reduce", "answer", "serialize")
 #: Stages owned by the runner; only these may be timed with the device clock.
 DEVICE_STAGES: tuple[str, ...] = ("h2d", "compute", "d2h")
+#: The wait of a request from its scheduled arrival to the start of its call (open-loop arrivals).
+QUEUE = "queue"
+#: Every stage a region may hold or a sample may record: ``queue``, then the pipeline.
+TIMELINE: tuple[str, ...] = (QUEUE, *STAGES)
+ARRIVALS = ("back_to_back", "gap", "poisson")
+IDLE_MODES = ("sleep", "busy")
 CLOCKS = ("host", "device")
 SYNC_RULES = ("none", "stream", "device")
 EVENT_FLOORS = ("keep", "subtract")
 STATES = ("warm", "first_call")
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """How calls arrive: back to back, after a fixed idle gap, or open-loop Poisson at a rate.
+
+    ``gap_ms`` (gap) and ``rate_per_s`` (poisson; 0 = given at run time) and ``seed`` (the
+    poisson schedule) matter only to their kind; ``idle`` says how the harness spends a wait
+    (``sleep`` or ``busy``-waiting on the clock).
+    """
+
+    kind: str = "back_to_back"
+    gap_ms: float = 0.0
+    rate_per_s: float = 0.0
+    idle: str = "sleep"
+    seed: int = 0
+    #: the fields given at run time (``--gap``, ``--rate``, ``--idle``) rather than declared
+    set_at_run: tuple[str, ...] = ()
+
+    @property
+    def open_loop(self) -> bool:
+        """Arrivals scheduled independently of completions (a request can wait: ``queue``)."""
+        return self.kind == "poisson"
+
+    @property
+    def paced(self) -> bool:
+        return self.kind != "back_to_back"
+
+    def canonical(self) -> dict[str, Any]:
+        """The fields that matter to this kind (they enter the contract's hash)."""
+        if self.kind == "gap":
+            return {"kind": "gap", "gap_ms": self.gap_ms, "idle": self.idle}
+        if self.kind == "poisson":
+            return {"kind": "poisson", "rate_per_s": self.rate_per_s, "idle": self.idle, "seed": self.seed}
+        return {"kind": self.kind}
+
+    def describe(self) -> dict[str, Any]:
+        """The canonical fields, and which of them were given at run time."""
+        d = self.canonical()
+        if self.set_at_run:
+            d["set_at_run"] = list(self.set_at_run)
+        return d
+
+    def label(self) -> str:
+        """One short phrase: ``back to back``, ``gap 1 ms (sleep)``, ``poisson 50/s (sleep)``."""
+        if self.kind == "gap":
+            return f"gap {self.gap_ms:g} ms ({self.idle})"
+        if self.kind == "poisson":
+            rate = f"{self.rate_per_s:g}/s" if self.rate_per_s > 0 else "rate given at run time"
+            return f"poisson {rate} ({self.idle}, seed {self.seed})"
+        return "back to back"
 
 
 @dataclass(frozen=True)
@@ -35,10 +93,12 @@ class Policy:
     #: the region of one request re-run back to back with the device kept busy; each sample is
     #: one batch of calls between consecutive clock reads, divided by the batch size
     saturated: bool = False
+    #: how calls arrive (back to back by default)
+    arrival: Arrival = field(default_factory=Arrival)
 
 
 #: Policy fields that enter a contract's canonical form (and hash) only when not at their default.
-_LATER_POLICY_FIELDS = ("saturated",)
+_LATER_POLICY_FIELDS = ("saturated", "arrival")
 
 
 @dataclass(frozen=True)
@@ -62,8 +122,14 @@ class Contract:
         return self.stages[-1]
 
     @property
+    def includes_queue(self) -> bool:
+        """The region opens at the scheduled arrival (``queue`` is its first stage)."""
+        return self.stages[0] == QUEUE
+
+    @property
     def first_index(self) -> int:
-        return STAGES.index(self.first)
+        """Index in STAGES of the region's first pipeline stage (``parse`` when it opens at ``queue``)."""
+        return STAGES.index(self.stages[1] if self.includes_queue else self.first)
 
     @property
     def last_index(self) -> int:
@@ -72,10 +138,13 @@ class Contract:
     def canonical(self) -> dict[str, Any]:
         """The fields that define the meaning of a number (description and source excluded)."""
         policy = asdict(self.policy)
+        policy["arrival"] = self.policy.arrival.canonical()
         # fields added after version 1 of the format enter the hash only when set, so the
         # contracts declared before them keep their hashes (and their receipts stay comparable)
+        defaults = asdict(Policy())
+        defaults["arrival"] = Arrival().canonical()
         for key in _LATER_POLICY_FIELDS:
-            if policy[key] == getattr(Policy, key):
+            if policy[key] == defaults[key]:
                 del policy[key]
         return {
             "name": self.name,
@@ -94,8 +163,40 @@ class Contract:
         """The full declaration as embedded in a receipt."""
         d = self.canonical()
         d.update(description=self.description, first=self.first, last=self.last,
-                 hash=self.hash, source=self.source)
+                 hash=self.hash, source=self.source, arrival=self.policy.arrival.describe())
         return d
+
+    @property
+    def arrival(self) -> Arrival:
+        return self.policy.arrival
+
+    def with_arrival(self, *, gap_ms: float | None = None, rate_per_s: float | None = None,
+                     idle: str | None = None) -> Contract:
+        """This contract under an arrival given at run time (it becomes part of the hash).
+
+        A gap of 0 is back to back. UsageError on values that cannot be run.
+        """
+        a = self.policy.arrival
+        where = f"contract {self.name}"
+        if gap_ms is not None and rate_per_s is not None:
+            raise UsageError(f"{where}: give a gap or a rate, not both")
+        if idle is not None and idle not in IDLE_MODES:
+            raise UsageError(f"{where}: idle must be one of {', '.join(IDLE_MODES)}, got {_short(idle)}")
+        given = tuple(k for k, v in (("gap_ms", gap_ms), ("rate_per_s", rate_per_s), ("idle", idle))
+                      if v is not None)
+        if gap_ms is not None:
+            _check_number(gap_ms, "gap", where, zero_ok=True)
+            a = Arrival() if gap_ms == 0 else Arrival(kind="gap", gap_ms=float(gap_ms), idle=idle or a.idle)
+        elif rate_per_s is not None:
+            _check_number(rate_per_s, "rate", where, zero_ok=False)
+            a = Arrival(kind="poisson", rate_per_s=float(rate_per_s), idle=idle or a.idle, seed=a.seed)
+        elif idle is not None:
+            if not a.paced:
+                raise UsageError(f"{where}: an idle mode needs paced arrivals (a gap or a rate)")
+            a = replace(a, idle=idle)
+        if given and a.paced:
+            a = replace(a, set_at_run=tuple(dict.fromkeys(a.set_at_run + given)))
+        return replace(self, policy=replace(self.policy, arrival=a))
 
 
 #: Longest contract name, and largest contract file read.
@@ -121,12 +222,52 @@ def _require(data: dict[str, Any], key: str, kind: type | tuple[type, ...], wher
     return value
 
 
+def _check_number(value: Any, what: str, where: str, zero_ok: bool) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or value < 0 or (value == 0 and not zero_ok):
+        raise UsageError(f"{where}: {what} must be a {'non-negative' if zero_ok else 'positive'} "
+                         f"finite number, got {_short(value)}")
+
+
+def arrival_from_dict(data: Any, where: str) -> Arrival:
+    """Validate a ``[policy.arrival]`` table; UsageError naming the problem."""
+    if not isinstance(data, dict):
+        raise UsageError(f"{where}: policy.arrival must be a table")
+    known = {"kind", "gap_ms", "rate_per_s", "idle", "seed", "set_at_run"}
+    extra = sorted(str(k) for k in set(data) - known)
+    if extra:
+        raise UsageError(f"{where}: unknown policy.arrival field {_short(extra[0])}")
+    kind = data.get("kind", "back_to_back")
+    if kind not in ARRIVALS:
+        raise UsageError(f"{where}: policy.arrival.kind must be one of {', '.join(ARRIVALS)}, "
+                         f"got {_short(kind)}")
+    allowed = {"back_to_back": set(), "gap": {"gap_ms", "idle"}, "poisson": {"rate_per_s", "idle", "seed"}}
+    stray = sorted(k for k in set(data) - {"kind", "set_at_run"} - allowed[kind])
+    if stray:
+        raise UsageError(f"{where}: policy.arrival.{stray[0]} does not apply to kind = {kind!r}")
+    idle = data.get("idle", "sleep")
+    if idle not in IDLE_MODES:
+        raise UsageError(f"{where}: policy.arrival.idle must be one of {', '.join(IDLE_MODES)}, "
+                         f"got {_short(idle)}")
+    seed = data.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+        raise UsageError(f"{where}: policy.arrival.seed must be a non-negative integer, got {_short(seed)}")
+    gap, rate = data.get("gap_ms", 0.0), data.get("rate_per_s", 0.0)
+    _check_number(gap, "policy.arrival.gap_ms", where, zero_ok=False if kind == "gap" else True)
+    _check_number(rate, "policy.arrival.rate_per_s (0: given at run time)", where, zero_ok=True)
+    set_at_run = data.get("set_at_run", [])
+    if not isinstance(set_at_run, (list, tuple)) or not all(k in known for k in set_at_run):
+        raise UsageError(f"{where}: policy.arrival.set_at_run must list arrival fields")
+    return Arrival(kind=kind, gap_ms=float(gap), rate_per_s=float(rate), idle=idle, seed=seed,
+                   set_at_run=tuple(set_at_run))
+
+
 def contract_from_dict(data: Any, where: str = "contract", source: str = "builtin") -> Contract:
     """Validate a declaration and build a Contract; raise UsageError naming the problem."""
     if not isinstance(data, dict):
         raise UsageError(f"{where}: a contract must be a table, got {type(data).__name__}")
     known = {"name", "version", "description", "stages", "clock", "policy",
-             "first", "last", "hash", "source"}
+             "first", "last", "hash", "source", "arrival"}
     unknown = sorted(str(k) for k in set(data) - known)
     if unknown:
         raise UsageError(f"{where}: unknown field {_short(unknown[0])}")
@@ -144,15 +285,15 @@ def contract_from_dict(data: Any, where: str = "contract", source: str = "builti
     if not stages:
         raise UsageError(f"{where}: 'stages' is empty; the region needs at least one stage")
     for s in stages:
-        if not isinstance(s, str) or s not in STAGES:
-            raise UsageError(f"{where}: unknown stage {_short(s)} (stages are {', '.join(STAGES)})")
+        if not isinstance(s, str) or s not in TIMELINE:
+            raise UsageError(f"{where}: unknown stage {_short(s)} (stages are {', '.join(TIMELINE)})")
     if len(set(stages)) != len(stages):
         raise UsageError(f"{where}: stage list repeats a stage: {', '.join(stages)}")
-    idx = [STAGES.index(s) for s in stages]
+    idx = [TIMELINE.index(s) for s in stages]
     if idx != sorted(idx):
         raise UsageError(f"{where}: stages are out of pipeline order: {', '.join(stages)}")
     if idx != list(range(idx[0], idx[-1] + 1)):
-        missing = [STAGES[i] for i in range(idx[0], idx[-1] + 1) if i not in idx]
+        missing = [TIMELINE[i] for i in range(idx[0], idx[-1] + 1) if i not in idx]
         raise UsageError(
             f"{where}: stages are not contiguous: {', '.join(stages)} skips {', '.join(missing)}")
     for key, value in (("first", stages[0]), ("last", stages[-1])):
@@ -167,13 +308,25 @@ def contract_from_dict(data: Any, where: str = "contract", source: str = "builti
             raise UsageError(
                 f"{where}: the device clock cannot time host stage(s) {', '.join(host_only)}; "
                 f"device-clock regions must lie inside {DEVICE_STAGES[0]}..{DEVICE_STAGES[-1]}")
+    if stages == [QUEUE]:
+        raise UsageError(f"{where}: a region cannot be 'queue' alone; it opens at queue and runs on "
+                         "through parse at least")
+    policy = _policy_from_dict(data, clock, stages, where)
+    return Contract(name=name, version=version, description=description,
+                    stages=tuple(stages), clock=clock, policy=policy, source=source)
+
+
+def _policy_from_dict(data: dict[str, Any], clock: str, stages: list[str], where: str) -> Policy:
+    """The policy table (and a receipt's top-level ``arrival``), checked against the region."""
     pol = data.get("policy", {})
     if not isinstance(pol, dict):
         raise UsageError(f"{where}: 'policy' must be a table")
     defaults = Policy()
     kw: dict[str, Any] = {}
+    if "arrival" in pol:
+        kw["arrival"] = arrival_from_dict(pol["arrival"], where)
     for key, default in asdict(defaults).items():
-        if key in pol:
+        if key in pol and key != "arrival":
             value = pol[key]
             if type(value) is not type(default):
                 raise UsageError(
@@ -183,6 +336,14 @@ def contract_from_dict(data: Any, where: str = "contract", source: str = "builti
     if extra:
         raise UsageError(f"{where}: unknown policy field {_short(extra[0])}")
     policy = Policy(**kw)
+    if "arrival" in data:  # as written in a receipt: the same arrival, and what was set at run time
+        top = arrival_from_dict(data["arrival"], where)
+        if top.canonical() != policy.arrival.canonical():
+            raise UsageError(f"{where}: 'arrival' does not match policy.arrival")
+        policy = replace(policy, arrival=top)
+    if policy.arrival.paced and (policy.saturated or policy.state != "warm"):
+        raise UsageError(f"{where}: paced arrivals need warm calls, one request per call "
+                         "(not policy.saturated, and state = \"warm\")")
     if policy.state not in STATES:
         raise UsageError(f"{where}: policy.state must be one of {', '.join(STATES)}")
     if policy.sync_at_close not in SYNC_RULES:
@@ -206,9 +367,7 @@ def contract_from_dict(data: Any, where: str = "contract", source: str = "builti
         if policy.hold_stream or policy.sync_at_close != "none" or policy.state != "warm":
             raise UsageError(f"{where}: policy.saturated keeps the device busy: it needs "
                              "hold_stream = false, sync_at_close = \"none\" and state = \"warm\"")
-    return Contract(name=name, version=version, description=description,
-                    stages=tuple(stages), clock=clock, policy=policy, source=source)
-
+    return policy
 
 def parse_contract_toml(text: str, where: str) -> Contract:
     """Parse a contract declaration written in TOML; UsageError with one line on any problem."""

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from benchbox.contracts import Contract
+from benchbox.contracts import Arrival, Contract
 from benchbox.harness.clocks import HostClock, host_clock
 from benchbox.runners.base import Runner
 from benchbox.stats import FLOOR_MULTIPLE
@@ -76,6 +76,9 @@ def empty_call_ns(contract: Contract, clock: HostClock = host_clock, n: int = 2_
     host_contract = contract if contract.clock == "host" else dataclasses.replace(
         contract, clock="host", policy=dataclasses.replace(contract.policy, hold_stream=False,
                                                            saturated=False, fresh_request=True))
+    if host_contract.policy.arrival.paced:  # the floor of the call itself: calls back to back
+        host_contract = dataclasses.replace(
+            host_contract, policy=dataclasses.replace(host_contract.policy, arrival=Arrival()))
     m = Harness(host_contract, clock).measure(NullTask(), NullRunner(), b"{}", samples=n, warmup=100)
     region = np.asarray(m.samples_ns, dtype=np.int64)
     full = np.sum([np.asarray(v, dtype=np.int64) for v in m.stages_ns.values()], axis=0)

@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from benchbox.contracts import STAGES, Contract
+from benchbox.contracts import QUEUE, STAGES, Contract
+from benchbox.harness.arrival import LoadBound, Pacer
 from benchbox.harness.clocks import DeviceEvents, EventMarks, HostClock, HostMarks, host_clock
 from benchbox.runners.base import Runner
 from benchbox.tasks.base import CallTrace, Task
@@ -42,6 +43,12 @@ class Measurement:
     host_span_ns: int = 0
     #: samples per round, in order, when the samples were taken in several rounds (else empty: one)
     round_sizes: list[int] = field(default_factory=list)
+    #: paced arrivals: the load the samples ran under (offered and achieved rate, overload)
+    load: dict[str, Any] | None = None
+
+    @property
+    def overloaded(self) -> bool:
+        return bool(self.load and self.load.get("overloaded"))
 
     def rounds(self) -> list[int]:
         """Samples per round, in sampling order (one round unless the schedule said otherwise)."""
@@ -80,9 +87,12 @@ class PhaseTimer:
 class Harness:
     """Runs task calls through a runner under one contract and keeps every stamp."""
 
-    def __init__(self, contract: Contract, clock: HostClock = host_clock) -> None:
+    def __init__(self, contract: Contract, clock: HostClock = host_clock, bound: LoadBound | None = None
+                 ) -> None:
         self.contract = contract
         self.clock = clock
+        #: when an open-loop measurement is declared overloaded
+        self.bound = bound or LoadBound()
 
     def call(self, task: Task, runner: Runner, request: bytes) -> CallTrace:
         """One untimed call (validation, warm-up of the reference): no clock is read."""
@@ -224,26 +234,53 @@ class Harness:
             events.set_hold(enqueue)
             m.clock_note = events.describe()
             pre, post = self._hooks(runner, events)
+        self._sample_loop(m, task, runner, request, samples, (pre, post), events, ts, should_stop)
+        return m
+
+    def _sample_loop(self, m: Measurement, task: Task, runner: Runner, request: bytes, samples: int,
+                     hooks: tuple[list[Any], list[Any]], events: DeviceEvents | None, ts: list[int],
+                     should_stop: Callable[[Measurement], str | None] | None) -> None:
+        """The timed calls, paced by the contract's arrival; every wait precedes a call's first stamp."""
+        contract = self.contract
+        pre, post = hooks
+        arrival = contract.policy.arrival
+        pacer = Pacer(arrival, self.clock, samples, self.bound) if arrival.paced else None
+        queue = m.stages_ns.setdefault(QUEUE, []) if arrival.open_loop or contract.includes_queue else None
+        in_region = contract.includes_queue
         stages = [m.stages_ns[s] for s in STAGES]
         plain = not any(pre) and not any(post)
         fns = (task.parse, task.preprocess, runner.h2d, runner.compute, runner.d2h,
                task.reduce, task.answer, task.serialize)
-        for _ in range(samples):
+        a, b = contract.first_index, contract.last_index + 1
+        first_end = 0
+        if pacer is not None:
+            pacer.start()
+        for i in range(samples):
+            due = pacer.before(i, ts[N_STAGES]) if pacer is not None else None
             if plain:
                 self.sample_plain(fns, request, ts)
             else:
                 self.sample(task, runner, request, ts, pre, post)
+            q = ts[0] - due if due is not None else 0
             for k in range(N_STAGES):
                 stages[k].append(ts[k + 1] - ts[k])
-            m.samples_ns.append(events.elapsed_ns() if events is not None else ts[b] - ts[a])
-            if should_stop is not None:
+            if queue is not None:
+                queue.append(q)
+            region = events.elapsed_ns() if events is not None else ts[b] - ts[a]
+            m.samples_ns.append(region + q if in_region else region)
+            first_end = first_end or ts[N_STAGES]
+            reason = pacer.after(i, q, ts[N_STAGES]) if pacer is not None else None
+            if reason is None and should_stop is not None:
                 reason = should_stop(m)
-                if reason:
-                    m.stop_reason = reason
-                    break
+            if reason:
+                m.stop_reason = reason
+                break
         else:
             m.stop_reason = f"fixed sample count {samples} reached"
-        return m
+        if pacer is not None:
+            m.load = pacer.record(m.stages_ns, len(m.samples_ns), first_end, ts[N_STAGES])
+            if m.overloaded and "overloaded" not in m.stop_reason:
+                m.stop_reason += f"; overloaded: {m.load['overload']}"
 
     def _measure_saturated(self, task: Task, runner: Runner, request: bytes, samples: int, warmup: int,
                            should_stop: Callable[[Measurement], str | None] | None) -> Measurement:

@@ -8,6 +8,8 @@
   event floor are measured once per pass); the other passes run in rounds of up to
   ROUND_SAMPLES samples in turn (the first round after the full warm-up, later ones after
   one warm-up call), so drift on the machine hits every contract alike.
+- Paced arrivals (a gap, or a Poisson schedule): a contract samples in one pass, so its
+  schedule runs unbroken; host-clock contracts with the same arrival still share the calls.
 
 A stop callback may raise :class:`~benchbox.harness.loop.StopSampling` (an interrupt): the
 schedule keeps every sample taken so far and reports which contracts it cut short.
@@ -20,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchbox.contracts import STAGES, Contract
+from benchbox.contracts import QUEUE, STAGES, Contract
 from benchbox.errors import error_line
 from benchbox.harness.loop import Harness, Measurement, StopSampling
 from benchbox.harness.sampling import SamplingPolicy
@@ -55,8 +57,15 @@ def sampling_key(contract: Contract) -> tuple[Any, ...]:
     """
     p = contract.policy
     if contract.clock == "host" and p.sync_at_close == "none":
+        if p.arrival.paced:
+            return ("host", p.state, p.fresh_request, p.cuda_graphs, repr(p.arrival.canonical()))
         return ("host", p.state, p.fresh_request, p.cuda_graphs)
     return ("own", contract.hash)
+
+
+def one_pass(contract: Contract) -> bool:
+    """Sampled in one pass, not in rounds: a device clock's calibration, or a paced schedule."""
+    return contract.clock == "device" or contract.policy.arrival.paced
 
 
 def derive(m: Measurement, contract: Contract, leader: Contract) -> Measurement:
@@ -64,10 +73,10 @@ def derive(m: Measurement, contract: Contract, leader: Contract) -> Measurement:
     if contract is leader:
         return m
     a, b = contract.first_index, contract.last_index + 1
-    cols = [m.stages_ns[s] for s in STAGES[a:b]]
+    cols = [m.stages_ns[s] for s in ((QUEUE,) if contract.includes_queue else ()) + STAGES[a:b]]
     return Measurement(samples_ns=[int(sum(x)) for x in zip(*cols)], stages_ns=m.stages_ns,
                        clock_used="host", warmup=m.warmup, stop_reason=m.stop_reason,
-                       round_sizes=list(m.round_sizes),
+                       round_sizes=list(m.round_sizes), load=m.load,
                        clock_note=f"samples shared with {leader.name}: the same calls, this contract's "
                                   f"region ({contract.first}..{contract.last}) read from their stamps")
 
@@ -78,10 +87,11 @@ def merge(into: Measurement, part: Measurement, first: bool) -> None:
         into.round_sizes.extend(part.rounds())
     into.samples_ns.extend(part.samples_ns)
     for s, v in part.stages_ns.items():
-        into.stages_ns[s].extend(v)
+        into.stages_ns.setdefault(s, []).extend(v)
     if first:
         into.clock_used, into.warmup = part.clock_used, part.warmup
-        into.clock_note = part.clock_note
+        into.clock_note, into.load = part.clock_note, part.load
+        into.stop_reason = part.stop_reason  # a one-pass contract's own (a later round's is replaced)
         # a device-clock contract samples in one pass, so only a first part carries these
         into.batch, into.host_span_ns = part.batch, part.host_span_ns
 
@@ -130,11 +140,11 @@ def _interleaved(harnesses: Sequence[Harness], task: Any, runner: Any, request: 
         k = min(ROUND_SAMPLES, left)
         for i in order:
             harness = harnesses[i]
-            one_pass = harness.contract.clock == "device"
-            if i in errors or (one_pass and rounds > 0):
+            whole = one_pass(harness.contract)
+            if i in errors or (whole and rounds > 0):
                 continue
             try:
-                part = harness.measure(task, runner, request, samples=policy.limit if one_pass else k,
+                part = harness.measure(task, runner, request, samples=policy.limit if whole else k,
                                        warmup=policy.warmup if rounds == 0 else 1, should_stop=should_stop)
             except StopSampling as s:
                 merge(merged[i], s.measurement, first=rounds == 0)
@@ -153,7 +163,9 @@ def _interleaved(harnesses: Sequence[Harness], task: Any, runner: Any, request: 
         m = derive(merged[lead], h.contract, harnesses[lead].contract)
         shared = [g.contract.name for j, g in enumerate(harnesses) if lead_of[j] == lead and j != i]
         if not interrupted and lead not in errors:
-            if harnesses[lead].contract.clock == "device":
+            if harnesses[lead].contract.policy.arrival.paced:
+                pass  # one pass; its own stop reason (a fixed count, or an overload) stands
+            elif harnesses[lead].contract.clock == "device":
                 m.stop_reason = (f"fixed sample count {len(m.samples_ns)} reached in one pass (a device "
                                  "clock's calibration — hold, floor, batch — is measured once per pass, "
                                  "so it is not split)")

@@ -1,4 +1,4 @@
-"""Figures from receipts: quantiles, stages, ecdf and diff (matplotlib, headless).
+"""Figures from receipts: quantiles, stages, ecdf, diff and sweep (matplotlib, headless).
 
 Importing this package is cheap; matplotlib is imported when a figure is drawn.
 Nothing here imports torch.
@@ -25,6 +25,7 @@ KINDS: dict[str, str] = {
     "stages": "benchbox.plots.stages",
     "ecdf": "benchbox.plots.ecdf",
     "diff": "benchbox.plots.diff",
+    "sweep": "benchbox.plots.sweep",
 }
 FORMATS = (".png", ".svg")
 DEFAULT_THRESHOLD = 0.05
@@ -72,6 +73,10 @@ def render(paths: Sequence[str | Path], out: str | Path, kind: str = "quantiles"
     if kind not in KINDS:
         raise UsageError(f"unknown plot kind '{kind}' (kinds: {', '.join(KINDS)})")
     ps = [Path(p) for p in paths]
+    if kind == "sweep":  # a sweep's index stands for its receipts
+        from benchbox.sweep import expand_index
+
+        ps = expand_index(ps)
     fig = figure(label_receipts(ps, [load_receipt(p) for p in ps]), kind, threshold)
     save(fig, out, fmt)
     return out

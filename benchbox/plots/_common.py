@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from benchbox.contracts import STAGES
+from benchbox.contracts import TIMELINE
 from benchbox.errors import MissingExtraError, UsageError
 from benchbox.receipts.model import Receipt, ResultRow, Summary
 
@@ -274,7 +274,7 @@ def set_value_axis(ax: Axes, log: bool, axis: str = "x", dense: bool = True) -> 
 
 def stage_order(rows: Iterable[Row]) -> list[str]:
     present = {s for r in rows for s in r.stages_ns}
-    return [s for s in STAGES if s in present]
+    return [s for s in TIMELINE if s in present]
 
 
 def baseline_of(receipt: Receipt) -> str | None:

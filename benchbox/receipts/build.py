@@ -24,6 +24,7 @@ from benchbox.receipts.model import (
     Comparisons,
     ContractRecord,
     Gate,
+    LoadRecord,
     Receipt,
     ResultRow,
     RunnerReport,
@@ -68,14 +69,19 @@ def _raw(m: Measurement) -> dict[str, Any]:
             "stages_ns": {s: tuple(v) for s, v in m.stages_ns.items()}}
 
 
+def _load(m: Measurement) -> LoadRecord | None:
+    return LoadRecord.of(m.load) if m.load is not None else None
+
+
 def failed_row(runner: str, case: Any, reason: str, report: Mapping[str, Any],
                measurement: Measurement | None = None) -> ResultRow:
     """A (runner, case) that could not be measured, with the reason; samples kept if any."""
     raw = _raw(measurement) if measurement is not None else {}
-    extra = {}
+    extra: dict[str, Any] = {}
     if measurement is not None and measurement.samples_ns:
         extra = dict(clock_used=measurement.clock_used, clock_note=measurement.clock_note,
-                     warmup=measurement.warmup, stop_reason=measurement.stop_reason or None)
+                     warmup=measurement.warmup, stop_reason=measurement.stop_reason or None,
+                     load=_load(measurement))
     return _base(runner, case, "failed", [reason], report, **raw, **extra)
 
 
@@ -85,7 +91,8 @@ def partial_row(runner: str, case: Any, gates: Sequence[Any], m: Measurement, re
     stop = f"interrupted by {why} after {len(m.samples_ns)} sample(s)"
     return _base(runner, case, "invalid", [f"partial: {stop}; not comparable"], report, partial=True,
                  accuracy=_accuracy(gates), **_raw(m), summary=Summary.of(summarize(m.samples_ns)),
-                 clock_used=m.clock_used, clock_note=m.clock_note, warmup=m.warmup, stop_reason=stop)
+                 load=_load(m), clock_used=m.clock_used, clock_note=m.clock_note, warmup=m.warmup,
+                 stop_reason=stop)
 
 
 def result_row(contract: Contract, runner: str, case: Any, gates: Sequence[Any], m: Measurement,
@@ -103,14 +110,18 @@ def result_row(contract: Contract, runner: str, case: Any, gates: Sequence[Any],
         cross = clock_cross_check(m, contract)
     except Exception as e:  # keep what was measured even if its statistics fail
         return failed_row(runner, case, f"statistics failed: {error_line(e)}", report, m)
+    if m.overloaded:
+        assert m.load is not None
+        reasons.append(f"overloaded: {m.load.get('overload')}; the latency of these samples grows with "
+                       "the run's length, so it is not a property of the runner at this load")
     reasons += caveats(summary, steady)  # caveats never change the status
     if cross and cross["violations"]:
         reasons.append(f"clock cross-check: {cross['violations']} of {cross['samples']} samples have "
                        f"device time above the host span {cross['host_span']}: the accounting is wrong")
-    return _base(runner, case, "invalid" if failed else "valid", reasons, report,
+    return _base(runner, case, "invalid" if failed or m.overloaded else "valid", reasons, report,
                  accuracy=_accuracy(gates), **_raw(m), summary=Summary.of(summary),
                  clock_used=m.clock_used, clock_note=m.clock_note, warmup=m.warmup,
-                 stop_reason=m.stop_reason, steady_state=steady, clock_cross_check=cross,
+                 stop_reason=m.stop_reason, steady_state=steady, clock_cross_check=cross, load=_load(m),
                  nulls=frozenset() if cross else frozenset({"clock_cross_check"}))
 
 

@@ -182,6 +182,9 @@ def check_contracts(base: Receipt, head: Receipt) -> None:
         parts.append(f"only HEAD times {', '.join(only_h)}")
     if not parts:
         parts.append(f"both time {sb[0]}..{sb[-1]}" if sb else "same stages")
+    ab, ah = (c.arrival.label() if c.arrival is not None else "back to back" for c in (cb, ch))
+    if ab != ah:
+        parts.append(f"calls arrived {ab} in BASE and {ah} in HEAD")
     db, dh = cb.to_json(), ch.to_json()
     other = sorted(k for k in set(db) | set(dh)
                    if k not in ("hash", "stages", "first", "last", "description", "source")

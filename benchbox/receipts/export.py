@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from benchbox.contracts import STAGES
+from benchbox.contracts import QUEUE, STAGES
 from benchbox.errors import MissingExtraError, UsageError
 from benchbox.receipts.model import Receipt, ResultRow
 
@@ -65,9 +65,12 @@ def to_frame(receipt: Receipt) -> Any:
     c = receipt.contract
     cols: dict[str, list[Any]] = {k: [] for k in ("task", "contract", "contract_hash", "runner", "case",
                                                   "status", "sample", "region_ns")}
-    for s in STAGES:
+    rows = _rows_with_samples(receipt)
+    # queue (paced arrivals) first when any row recorded it, so old exports keep their columns
+    stage_cols = ((QUEUE,) if any(QUEUE in r.stages_ns for r in rows) else ()) + STAGES
+    for s in stage_cols:
         cols[f"{s}_ns"] = []
-    for r in _rows_with_samples(receipt):
+    for r in rows:
         n = len(r.samples_ns)
         stages = r.stages_ns
         cols["task"] += [receipt.task.name] * n
@@ -78,7 +81,7 @@ def to_frame(receipt: Receipt) -> Any:
         cols["status"] += [r.status] * n
         cols["sample"] += list(range(n))
         cols["region_ns"] += list(r.samples_ns)
-        for s in STAGES:
+        for s in stage_cols:
             v = list(stages.get(s) or [])[:n]
             cols[f"{s}_ns"] += v + [None] * (n - len(v))
     schema = {k: (pl.Int64 if k.endswith("_ns") or k == "sample" else pl.Utf8) for k in cols}

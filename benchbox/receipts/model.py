@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, ClassVar, Literal
 
-from benchbox.contracts import STAGES
+from benchbox.contracts import TIMELINE
 from benchbox.receipts.typed import MinItems, Pattern, Range, Record, decode, json_schema, required, spec
 
 SCHEMA_VERSION = 2
@@ -27,12 +27,12 @@ Ns = Annotated[int, Range(0, MAX_NS)]
 Count = Annotated[int, Range(0)]
 Sha256 = Annotated[str, Pattern("[0-9a-f]{64}")]
 Status = Literal["valid", "invalid", "failed"]
-StageName = Literal["parse", "preprocess", "h2d", "compute", "d2h", "reduce", "answer", "serialize"]
+StageName = Literal["queue", "parse", "preprocess", "h2d", "compute", "d2h", "reduce", "answer", "serialize"]
 Clock = Literal["host", "device"]
 Interval = tuple[Ns, Ns]
 Fail = Callable[[str], None]
 
-assert tuple(StageName.__args__) == STAGES  # type: ignore[attr-defined]
+assert tuple(StageName.__args__) == TIMELINE  # type: ignore[attr-defined]
 
 #: Rules the decoder enforces that a JSON Schema cannot state (the start of their messages).
 BEYOND_SCHEMA = ("round_sizes add up to",)
@@ -49,6 +49,26 @@ class _Base(Record):
 # -- the contract, task and environment ----------------------------------------------------
 
 @dataclass(frozen=True, kw_only=True)
+class ArrivalRecord(_Base):
+    """How calls arrived: back to back, after a fixed gap, or open-loop Poisson at a rate."""
+
+    kind: Literal["back_to_back", "gap", "poisson"] = required()
+    gap_ms: Annotated[float, Range(0)] | None = spec(omit_none=True)
+    rate_per_s: Annotated[float, Range(0)] | None = spec(omit_none=True)
+    idle: Literal["sleep", "busy"] | None = spec(omit_none=True, description="how waits were spent")
+    seed: Count | None = spec(omit_none=True)
+    set_at_run: tuple[str, ...] | None = spec(omit_none=True, description="fields given at run time "
+                                                                          "(part of the hash all the same)")
+
+    def label(self) -> str:
+        if self.kind == "gap":
+            return f"gap {self.gap_ms:g} ms ({self.idle})"
+        if self.kind == "poisson":
+            return f"poisson {self.rate_per_s:g}/s ({self.idle})"
+        return "back to back"
+
+
+@dataclass(frozen=True, kw_only=True)
 class ContractRecord(_Base):
     """The contract's full declaration and the hash of its canonical form."""
 
@@ -62,6 +82,12 @@ class ContractRecord(_Base):
     last: StageName = required()
     hash: Sha256 = required()
     source: str | None = spec(omit_none=True)
+    arrival: ArrivalRecord | None = spec(omit_none=True, description="absent in receipts written before "
+                                                                     "arrivals were declared: back to back")
+
+    @property
+    def arrival_kind(self) -> str:
+        return self.arrival.kind if self.arrival is not None else "back_to_back"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -188,6 +214,24 @@ class Accuracy(_Base):
 
 
 @dataclass(frozen=True, kw_only=True)
+class LoadRecord(_Base):
+    """The load paced samples ran under: offered and achieved rate, utilisation, overload."""
+
+    arrival: dict[str, Any] = required()
+    samples: Count = required()
+    offered_per_s: float | None = spec(omit_none=True)
+    achieved_per_s: float | None = spec(omit_none=True)
+    mean_service_ns: Ns | None = spec(omit_none=True, description="mean of the pipeline stages' sum")
+    utilisation: float | None = spec(omit_none=True, description="offered rate × mean service time")
+    max_backlog: Count | None = spec(omit_none=True, description="most requests due but not started")
+    max_queue_ns: Ns | None = spec(omit_none=True)
+    bound: dict[str, Any] | None = spec(omit_none=True, description="the declared overload bound")
+    overloaded: bool | None = spec(omit_none=True, description="the offered rate exceeded what the runner "
+                                                               "sustains: the queue grew without bound")
+    overload: str | None = spec(omit_none=True)
+
+
+@dataclass(frozen=True, kw_only=True)
 class ResultRow(_Base):
     """One (runner, case): status, the runner's report, accuracy, raw samples and statistics.
     round_sizes must add up to the number of samples (checked by benchbox's loader)."""
@@ -212,6 +256,8 @@ class ResultRow(_Base):
     stop_reason: str | None = spec(omit_none=True)
     steady_state: dict[str, Any] | None = spec(omit_none=True)
     clock_cross_check: dict[str, Any] | None = spec(omit_none=True)
+    load: LoadRecord | None = spec(omit_none=True, description="paced arrivals: the load the samples ran "
+                                                               "under")
 
     SCHEMA_EXTRA: ClassVar[dict[str, Any]] = {
         "if": {"properties": {"status": {"const": "valid"}}},

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from benchbox.errors import FieldError
+from benchbox.harness.arrival import DEFAULT_MAX_BACKLOG, DEFAULT_MAX_QUEUE_MS, LoadBound
 from benchbox.harness.sampling import (
     DEFAULT_MAX_SAMPLES,
     DEFAULT_MAX_TIME_S,
@@ -62,6 +63,19 @@ class RunConfig:
     max_samples: int = _f(DEFAULT_MAX_SAMPLES, help="Adaptive sampling: most samples per (runner, case).")
     max_time_s: float = _f(DEFAULT_MAX_TIME_S, help="Adaptive sampling: most seconds of sampling per "
                                                     "(runner, case).")
+    gap_ms: float | None = _f(None, help="Idle gap before every timed call, from the previous call's end "
+                                         "(e.g. 0.2ms, 200us, 1; a bare number is ms; 0 is back to back): "
+                                         "every contract of the run gets this arrival, part of its hash.")
+    rate_per_s: float | None = _f(None, help="Open-loop Poisson arrivals at this many requests per second "
+                                             "(e.g. 50 or 50/s): every contract of the run gets this "
+                                             "arrival, part of its hash; latency runs from the scheduled "
+                                             "arrival where the region opens at queue.")
+    idle: str | None = _f(None, help="How waits between calls are spent: sleep or busy (default: the "
+                                     "contract's, else sleep).")
+    max_backlog: int = _f(DEFAULT_MAX_BACKLOG, help="Poisson arrivals: declare the point overloaded and stop "
+                                                    "once more requests than this are due but not started.")
+    max_queue_ms: float = _f(DEFAULT_MAX_QUEUE_MS, help="Poisson arrivals: declare the point overloaded and "
+                                                        "stop once a request waited longer than this (ms).")
     out: Path | None = _f(None, help="Receipt path; default a timestamped file under ./receipts/.")
     baseline: str | None = _f(None, help="Runner the others are compared against (default torch-compile "
                                          "when it runs, else the first runner).")
@@ -82,9 +96,35 @@ class RunConfig:
         return SamplingPolicy(samples=self.samples, warmup=self.warmup, target_ci_pct=self.target_ci,
                               max_samples=self.max_samples, max_time_s=self.max_time_s)
 
+    def load_bound(self) -> LoadBound:
+        """When an open-loop point is declared overloaded (FieldError on bad values)."""
+        return LoadBound(max_backlog=self.max_backlog, max_queue_ms=self.max_queue_ms)
+
+    @property
+    def arrival_overrides(self) -> dict[str, Any]:
+        """The arrival given at run time, as keyword arguments of Contract.with_arrival."""
+        return {k: v for k, v in (("gap_ms", self.gap_ms), ("rate_per_s", self.rate_per_s),
+                                  ("idle", self.idle)) if v is not None}
+
+    def _validate_arrival(self) -> None:
+        import math
+
+        if self.gap_ms is not None and self.rate_per_s is not None:
+            raise FieldError("gap_ms", "give a gap or a rate, not both")
+        for name, v, zero_ok in (("gap_ms", self.gap_ms, True), ("rate_per_s", self.rate_per_s, False)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
+                                  or not math.isfinite(v) or v < 0 or (v == 0 and not zero_ok)):
+                raise FieldError(name, f"must be a {'non-negative' if zero_ok else 'positive'} number, "
+                                       f"got {v!r}")
+        if self.idle is not None and self.idle not in ("sleep", "busy"):
+            raise FieldError("idle", f"must be sleep or busy, got {self.idle!r}")
+        self.load_bound()
+
     def validate(self) -> None:
         """Check everything that needs no task, model or runner code; FieldError on the first problem."""
         from benchbox.runners import RUNNERS, runner_class
+
+        self._validate_arrival()
 
         for r in self.runners:
             if r not in RUNNERS:

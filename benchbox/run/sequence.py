@@ -77,8 +77,12 @@ def model_facts(model: Any) -> dict[str, Any]:
 
 
 def run(cfg: RunConfig, progress: Progress = lambda s: None, *, clock: HostClock = host_clock,
-        runner_factory: RunnerFactory = make_runner, task: Task | None = None) -> RunOutcome:
+        runner_factory: RunnerFactory = make_runner, task: Task | None = None,
+        points: Sequence[tuple[Contract, Path]] | None = None) -> RunOutcome:
     """Measure every (runner, case); write the receipts after each one.
+
+    ``points`` (a sweep): contracts already resolved (the same contract under several
+    arrivals, say), each with its receipt path, in place of the configuration's contracts.
 
     An interrupt finishes the sample in progress, keeps the current case's samples so far
     as an ``invalid`` row marked ``partial`` (excluded from comparisons), writes the
@@ -88,7 +92,7 @@ def run(cfg: RunConfig, progress: Progress = lambda s: None, *, clock: HostClock
     stop = Stop()
     with stop.installed():
         try:
-            return _Run(cfg, progress, stop, clock, runner_factory, task).execute()
+            return _Run(cfg, progress, stop, clock, runner_factory, task, points).execute()
         except KeyboardInterrupt:
             raise stop.interrupted() from None
 
@@ -97,9 +101,11 @@ class _Run:
     """One run's state; ``execute`` is the sequence."""
 
     def __init__(self, cfg: RunConfig, progress: Progress, stop: Stop, clock: HostClock,
-                 runner_factory: RunnerFactory, task: Task | None) -> None:
+                 runner_factory: RunnerFactory, task: Task | None,
+                 points: Sequence[tuple[Contract, Path]] | None = None) -> None:
         self.cfg, self.progress, self.stop = cfg, progress, stop
         self.clock, self.runner_factory, self.given_task = clock, runner_factory, task
+        self.points = list(points) if points is not None else None
 
     def execute(self) -> RunOutcome:
         cfg = self.cfg
@@ -116,7 +122,7 @@ class _Run:
         self.receipts = self._open_receipts()
         self._calibrate()
         self.references = self._reference()
-        self.harnesses = [Harness(c, self.clock) for c in self.contracts]
+        self.harnesses = [Harness(c, self.clock, cfg.load_bound()) for c in self.contracts]
         for name in cfg.runners:
             self.stop.check()
             self._measure_runner(name)
@@ -125,9 +131,27 @@ class _Run:
 
     # -- validate ---------------------------------------------------------------------------
     def _contracts(self) -> list[Contract]:
+        if self.points is not None:
+            return self._check_contracts([c for c, _ in self.points])
         contracts = [load_contract(c) for c in self.cfg.contract_names]
+        overrides = self.cfg.arrival_overrides
+        if overrides:
+            if list(overrides) == ["idle"] and not any(c.arrival.paced for c in contracts):
+                raise FieldError("idle", "an idle mode needs paced arrivals: a gap, a rate, or a paced "
+                                         "contract")
+            contracts = [c.with_arrival(**overrides) if c.arrival.paced or set(overrides) != {"idle"} else c
+                         for c in contracts]
         if len({c.name for c in contracts}) != len(contracts):
             raise FieldError("contracts", "a contract is named twice")
+        return self._check_contracts(contracts)
+
+    def _check_contracts(self, contracts: list[Contract]) -> list[Contract]:
+        if not contracts:
+            raise FieldError("contracts", "no contract to measure")
+        rateless = [c.name for c in contracts if c.arrival.open_loop and c.arrival.rate_per_s <= 0]
+        if rateless:
+            raise FieldError("rate_per_s", f"contract {rateless[0]} has Poisson arrivals at a rate given at "
+                                           "run time: give one")
         if len({c.policy.cuda_graphs for c in contracts}) > 1:
             raise FieldError("contracts", "contracts in one run must agree on policy.cuda_graphs "
                                           "(the runners are prepared once for all of them)")
@@ -179,9 +203,13 @@ class _Run:
             "gates": self.task.gate_thresholds(), "contracts_in_run": [c.name for c in self.contracts]}
         if cfg.labels:
             settings["labels"] = dict(cfg.labels)
+        if any(c.arrival.open_loop for c in self.contracts):
+            settings["overload_bound"] = cfg.load_bound().describe()
         receipts = [build.new_receipt(c, command=cfg.command, environment=env, task=self.task.info(),
                                       cases=self.cases, settings=settings) for c in self.contracts]
-        book = build.ReceiptSet(out_paths(cfg.out, [c.name for c in self.contracts]), receipts)
+        paths = ([p for _, p in self.points] if self.points is not None
+                 else out_paths(cfg.out, [c.name for c in self.contracts]))
+        book = build.ReceiptSet(paths, receipts)
         book.save()
         self.stop.receipts = book
         for p in book.paths:

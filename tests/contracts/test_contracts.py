@@ -110,3 +110,99 @@ def test_user_contract_file_loads(tmp_path: Path) -> None:
     f.write_text('name = "mine"\nversion = 2\nstages = ["preprocess", "h2d"]\nclock = "host"\n')
     c = load_contract(str(f))
     assert (c.first, c.last, c.version, c.source) == ("preprocess", "h2d", 2, str(f))
+
+
+# -- arrival ------------------------------------------------------------------------------
+
+#: the hashes of the built-in contracts declared before arrivals existed: receipts carry them, so a
+#: new policy field at its default must leave every one unchanged
+HASHES_BEFORE_ARRIVAL = {
+    "device_compute": "cc69a0d1d044813031c5061336c9b5d2792ba4185e7ac272ba1ff24d2b79933c",
+    "device_span": "a195cc6111e6ce009977a6cc332c9191d126cff68740c7f0d6a99b2a4aa7cde6",
+    "device_throughput": "69cc79807d9ab5395761187929af94660b31c7e0b4abb8599884ecfbee11ab01",
+    "model_io_wall": "123996606f8b7d4d93424627b2a3c763c7cfc89a9a4f3c412aab6908e9cb7519",
+    "public_task_call_wall": "51c4c7001a6a8170a213d825e2c7bb86b3bec77c4f7667d5a4af49d4fe25ab15",
+}
+
+
+def test_back_to_back_default_leaves_existing_hashes_unchanged() -> None:
+    for name, h in HASHES_BEFORE_ARRIVAL.items():
+        c = load_contract(name)
+        assert c.arrival.kind == "back_to_back" and c.hash == h, name
+        assert "arrival" not in c.canonical()["policy"]
+        # declaring the default explicitly is the same contract
+        d = {k: v for k, v in c.to_dict().items() if k not in ("hash", "source")}
+        d["policy"] = {**d["policy"], "arrival": {"kind": "back_to_back"}}
+        assert contract_from_dict(d).hash == h
+
+
+def test_arrival_enters_the_hash_and_survives_the_receipt_round_trip() -> None:
+    base = contract_from_dict(GOOD)
+    gap = contract_from_dict({**GOOD, "policy": {"arrival": {"kind": "gap", "gap_ms": 1}}})
+    busy = contract_from_dict({**GOOD, "policy": {"arrival": {"kind": "gap", "gap_ms": 1, "idle": "busy"}}})
+    poisson = contract_from_dict({**GOOD, "policy": {"arrival": {"kind": "poisson", "rate_per_s": 50}}})
+    seeded = contract_from_dict({**GOOD, "policy": {"arrival": {"kind": "poisson", "rate_per_s": 50,
+                                                                "seed": 3}}})
+    assert len({base.hash, gap.hash, busy.hash, poisson.hash, seeded.hash}) == 5
+    assert gap.arrival.gap_ms == 1.0 and poisson.arrival.rate_per_s == 50.0
+    for c in (gap, busy, poisson, seeded):
+        d = c.to_dict()
+        assert d["arrival"] == c.arrival.canonical()
+        assert contract_from_dict(d).hash == c.hash
+
+
+def test_a_rate_given_at_run_time_is_part_of_the_identity() -> None:
+    c = load_contract("public_task_call_poisson")
+    assert c.arrival.open_loop and c.arrival.rate_per_s == 0 and c.includes_queue
+    at50, at60 = c.with_arrival(rate_per_s=50), c.with_arrival(rate_per_s=60)
+    assert len({c.hash, at50.hash, at60.hash}) == 3
+    assert at50.to_dict()["arrival"]["set_at_run"] == ["rate_per_s"]
+    back = contract_from_dict(at50.to_dict())
+    assert back.hash == at50.hash and back.arrival.set_at_run == ("rate_per_s",)
+    io = load_contract("model_io_wall")
+    assert io.with_arrival(gap_ms=0).hash == io.hash  # a gap of 0 is back to back
+    g = io.with_arrival(gap_ms=0.2, idle="busy")
+    assert (g.arrival.kind, g.arrival.gap_ms, g.arrival.idle) == ("gap", 0.2, "busy") and g.hash != io.hash
+    assert load_contract("public_task_call_50rps").arrival.rate_per_s == 50.0
+
+
+@pytest.mark.parametrize(("kw", "needle"), [
+    ({"gap_ms": 1, "rate_per_s": 2}, "not both"),
+    ({"gap_ms": -1}, "gap must be"),
+    ({"rate_per_s": 0}, "rate must be a positive"),
+    ({"rate_per_s": float("inf")}, "rate must be"),
+    ({"idle": "busy"}, "needs paced arrivals"),
+    ({"gap_ms": 1, "idle": "nap"}, "idle must be one of"),
+])
+def test_run_time_arrivals_refuse_bad_values(kw: dict, needle: str) -> None:
+    with pytest.raises(UsageError, match=needle):
+        load_contract("model_io_wall").with_arrival(**kw)
+
+
+@pytest.mark.parametrize(("patch", "needle"), [
+    ({"policy": {"arrival": {"kind": "burst"}}}, "arrival.kind must be one of"),
+    ({"policy": {"arrival": {"kind": "gap"}}}, "gap_ms must be a positive"),
+    ({"policy": {"arrival": {"kind": "gap", "gap_ms": 1, "seed": 2}}}, "seed does not apply"),
+    ({"policy": {"arrival": {"kind": "poisson", "rate_per_s": -3}}}, "rate_per_s"),
+    ({"policy": {"arrival": {"kind": "poisson", "idle": "nap"}}}, "idle must be one of"),
+    ({"policy": {"arrival": {"kind": "poisson", "seed": True}}}, "seed must be"),
+    ({"policy": {"arrival": {"kind": "poisson", "when": 1}}}, "unknown policy.arrival field"),
+    ({"policy": {"arrival": "poisson"}}, "must be a table"),
+    ({"stages": ["queue"]}, "cannot be 'queue' alone"),
+    ({"stages": ["queue", "preprocess"]}, "not contiguous"),
+    ({"stages": ["parse", "queue"]}, "out of pipeline order"),
+    ({"clock": "device", "stages": ["queue", "parse"]}, "cannot time host stage(s) queue"),
+    ({"policy": {"state": "first_call", "arrival": {"kind": "gap", "gap_ms": 1}}}, "paced arrivals need"),
+])
+def test_invalid_arrivals_name_the_problem(patch: dict, needle: str) -> None:
+    with pytest.raises(UsageError) as e:
+        contract_from_dict({**GOOD, **patch})
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_cli_shows_the_arrival_and_the_queue_stage() -> None:
+    r = _cli("contracts", "public_task_call_poisson")
+    assert r.returncode == 0
+    assert "[x] queue" in r.stdout and "arrival: poisson rate given at run time" in r.stdout
+    listing = _cli("contracts").stdout
+    assert "arrival: gap 20 ms (sleep)" in listing and "public_task_call_50rps" in listing

@@ -132,8 +132,9 @@ def _synchronizing(c: Contract) -> Contract:
 
 #: every built-in contract (the plain path on this machine) and each per-call one with a closing
 #: synchronization (the hooked path)
-CONTRACTS = [*builtin_contracts(),
-             *(_synchronizing(c) for c in builtin_contracts() if not c.policy.saturated)]
+#: (paced built-ins are proved below, where their waits are)
+BACK_TO_BACK = [c for c in builtin_contracts() if not c.arrival.paced]
+CONTRACTS = [*BACK_TO_BACK, *(_synchronizing(c) for c in BACK_TO_BACK if not c.policy.saturated)]
 
 
 @pytest.mark.parametrize("runner_name", list(RUNNERS))
@@ -279,3 +280,102 @@ def test_sync_at_close_runs_inside_the_region_just_before_the_closing_stamp_with
         assert inside == ["h2d", "compute", "sync"]
         after = [name for name, _ in log[g[4] + 1: g[5]] if name != "clock"]
         assert after == ["d2h"]
+
+
+# -- paced arrivals: waits lie outside every region; queue is accounted exactly ----------------
+
+def _calls(log: list[tuple[str, int]]) -> list[list[int]]:
+    """The 9 stamps of each call: the read just before each stage function, and the one after serialize."""
+    out, cur = [], []
+    for i, (name, _) in enumerate(log):
+        if name in STAGES:
+            j = i - 1
+            while log[j][0] != "clock":
+                j -= 1
+            cur.append(j)
+            if name == "serialize":
+                k = i + 1
+                while log[k][0] != "clock":
+                    k += 1
+                cur.append(k)
+                out.append(cur)
+                cur = []
+    return out
+
+
+def _paced(contract: Contract, runner: Any, samples: int, warmup: int = 2
+           ) -> tuple[Any, list[tuple[str, int]], list[list[int]]]:
+    task = DecisionTask()
+    log: list[tuple[str, int]] = []
+    _trace(task, TASK_STAGES, log)
+    _trace(runner, RUNNER_STAGES, log)
+    try:
+        m = Harness(contract, clock=TracingClock(log)).measure(
+            task, runner, task.cases()[0].request, samples=samples, warmup=warmup)
+    finally:
+        for name in RUNNER_STAGES:
+            del runner.__dict__[name]
+    return m, log, _calls(log)
+
+
+@pytest.mark.parametrize("idle", ["sleep", "busy"])
+def test_poisson_queue_is_scheduled_arrival_to_first_stamp_and_waits_lie_outside_every_call(
+        runners: dict[str, Any], idle: str) -> None:
+    """With a tracing clock (one unit per event), arrivals every ~40 units: calls of ~30 units
+    sometimes wait for the previous one and sometimes the harness waits for the arrival."""
+    from benchbox.harness.arrival import poisson_offsets
+
+    runner = runners["torch-eager"]
+    contract = load_contract("public_task_call_poisson").with_arrival(rate_per_s=1e9 / 40, idle=idle)
+    samples, warmup = 60, 2
+    m, log, calls = _paced(contract, runner, samples, warmup)
+    assert len(calls) == warmup + samples
+    reads = [i for i, (kind, _) in enumerate(log) if kind == "clock"]
+    t0 = reads[reads.index(calls[warmup - 1][-1]) + 1]  # the schedule starts after the warm-up
+    due = [t0 + int(d) for d in poisson_offsets(contract.arrival.rate_per_s, samples, contract.arrival.seed)]
+    waited = 0
+    for k in range(samples):
+        g = calls[warmup + k]
+        assert g[0] >= due[k], "a call never starts before its scheduled arrival"
+        assert m.stages_ns["queue"][k] == g[0] - due[k]
+        for i, stage in enumerate(STAGES):
+            assert m.stages_ns[stage][k] == g[i + 1] - g[i]
+        # the region runs from the scheduled arrival to the last stamp, and is its stages' sum
+        assert m.samples_ns[k] == g[-1] - due[k]
+        assert m.samples_ns[k] == sum(m.stages_ns[s][k] for s in contract.stages)
+        # between the previous call's last stamp and this call's first: clock reads only (waiting)
+        prev = calls[warmup + k - 1][-1]
+        between = [name for name, _ in log[prev + 1: g[0]] if name != "clock"]
+        assert between == []
+        waited += g[0] - prev > 2
+    queues = m.stages_ns["queue"]
+    assert waited and any(q > 5 for q in queues), "both regimes (idle server, busy server) occurred"
+    assert m.load["arrival"]["kind"] == "poisson" and m.load["offered_per_s"] == contract.arrival.rate_per_s
+
+
+def test_gap_waits_outside_the_region_and_records_no_queue(runners: dict[str, Any]) -> None:
+    runner = runners["torch-eager"]
+    gap_units = 500  # "ns" of the tracing clock
+    contract = load_contract("model_io_wall").with_arrival(gap_ms=gap_units / 1e6)
+    samples, warmup = 5, 2
+    m, log, calls = _paced(contract, runner, samples, warmup)
+    assert "queue" not in m.stages_ns
+    a, b = contract.first_index, contract.last_index + 1
+    for k in range(samples):
+        g, prev = calls[warmup + k], calls[warmup + k - 1]
+        assert g[0] - prev[-1] >= gap_units, "the gap runs from the previous call's end"
+        assert [name for name, _ in log[prev[-1] + 1: g[0]] if name != "clock"] == []
+        assert m.samples_ns[k] == g[b] - g[a] == sum(m.stages_ns[s][k] for s in contract.stages)
+
+
+def test_back_to_back_records_a_zero_queue_when_the_region_opens_at_queue(runners: dict[str, Any]) -> None:
+    runner = runners["torch-eager"]
+    contract = contract_from_dict({"name": "from_arrival", "version": 1, "clock": "host",
+                                   "stages": ["queue", *STAGES]})
+    m, log, calls = _paced(contract, runner, samples=4)
+    assert m.stages_ns["queue"] == [0, 0, 0, 0] and m.load is None
+    reads = [i for i, (kind, _) in enumerate(log) if kind == "clock"]
+    assert len(reads) == 9 * 6, "back to back: no read but the 9 stamps per call"
+    for k in range(4):
+        g = calls[2 + k]
+        assert m.samples_ns[k] == g[-1] - g[0]

@@ -1,0 +1,136 @@
+"""``sweep``: p50 and p99 with intervals against offered load (or the gap between calls), per runner.
+
+The receipts of a sweep (``benchbox sweep``) are the same contract under different
+arrivals. Poisson points go on a panel against the offered rate; gap points, and the
+back-to-back reference at gap 0, on a panel against the gap. A point where the offered
+rate exceeded what the runner sustains is drawn as a cross and labelled *overloaded*:
+its latency grew with the run, so it is no property of the runner at that load.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from benchbox.errors import UsageError
+from benchbox.plots._common import (
+    BASE_FONT,
+    LabelledReceipt,
+    caption,
+    new_figure,
+    runner_colour,
+    time_unit,
+    title,
+)
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+QUANTS = (("p50", "p50_ns", "p50_ci_ns", "-"), ("p99", "p99_ns", "p99_ci_ns", "--"))
+PANELS = (("rate", "offered load (requests/s)"), ("gap", "idle gap before each call (ms)"))
+
+
+@dataclass(frozen=True)
+class Point:
+    """One (receipt, runner, case) row placed on a panel."""
+
+    contract: str
+    panel: str
+    x: float
+    series: str
+    runner: str
+    row: Any
+
+    @property
+    def overloaded(self) -> bool:
+        return bool(self.row.load is not None and self.row.load.overloaded)
+
+
+def _points(receipts: Sequence[LabelledReceipt]) -> list[Point]:
+    multi_case = len({r.case for rec in receipts for r in rec.data.results}) > 1
+    out = []
+    for rec in receipts:
+        c = rec.data.contract
+        kind = c.arrival_kind
+        idle = c.arrival.idle if c.arrival is not None and c.arrival.idle else "sleep"
+        for row in rec.data.results:
+            if not row.measured:
+                continue
+            series = f"{row.runner}" + (f" · {row.case}" if multi_case else "")
+            if kind == "poisson":
+                x = row.load.offered_per_s if row.load is not None and row.load.offered_per_s else \
+                    (c.arrival.rate_per_s if c.arrival is not None else None)
+                if x:
+                    out.append(Point(c.name, "rate", float(x), f"{series} ({idle})", row.runner, row))
+            elif kind == "gap":
+                assert c.arrival is not None
+                out.append(Point(c.name, "gap", float(c.arrival.gap_ms or 0), f"{series} ({idle})",
+                                 row.runner, row))
+            else:  # the back-to-back reference: gap 0 of every idle mode's curve
+                for mode in ("sleep", "busy"):
+                    out.append(Point(c.name, "gap", 0.0, f"{series} ({mode})", row.runner, row))
+    return out
+
+
+def _draw(ax: Any, pts: list[Point], unit: Any, panel: str) -> None:
+    series = list(dict.fromkeys(p.series for p in pts))
+    drawn = {p.series for p in pts if panel != "gap" or p.x > 0}  # b2b alone makes no curve
+    for s in series:
+        if s not in drawn:
+            continue
+        sp = sorted((p for p in pts if p.series == s), key=lambda p: p.x)
+        colour = runner_colour(sp[0].runner)
+        marker = "s" if s.endswith("(busy)") else "o"
+        for qname, key, cikey, style in QUANTS:
+            xs = [p.x for p in sp]
+            ys = [unit(getattr(p.row.summary, key) or 0) for p in sp]
+            lo, hi = [], []
+            for p, y in zip(sp, ys):
+                ci = getattr(p.row.summary, cikey)
+                lo.append(y - unit(ci[0]) if ci else 0.0)
+                hi.append(unit(ci[1]) - y if ci else 0.0)
+            ax.errorbar(xs, ys, yerr=[lo, hi], fmt=marker + style, color=colour, ms=4, capsize=2, lw=1.2,
+                        alpha=1.0 if qname == "p50" else 0.7, label=f"{s} {qname}")
+            for p, y in zip(sp, ys):
+                if p.overloaded:
+                    ax.plot([p.x], [y], "x", color="#c0392b", ms=11, mew=2, zorder=5)
+                    if qname == "p99":
+                        ax.annotate("overloaded", (p.x, y), textcoords="offset points", xytext=(4, 6),
+                                    fontsize=BASE_FONT - 2, color="#c0392b")
+    ax.set_yscale("log")
+    ax.grid(True, which="both", alpha=0.25)
+    if panel == "gap":
+        ax.set_xscale("symlog", linthresh=0.1)
+    elif len({p.x for p in pts}) > 1 and max(p.x for p in pts) / min(p.x for p in pts) > 8:
+        ax.set_xscale("log")
+
+
+def figure(receipts: Sequence[LabelledReceipt]) -> Figure:
+    """One row of panels per contract: latency against offered rate, and against the gap."""
+    pts = _points(receipts)
+    if not pts:
+        raise UsageError("nothing to plot: no measured row of a paced or back-to-back receipt")
+    contracts = list(dict.fromkeys(p.contract for p in pts))
+    panels = [(k, label) for k, label in PANELS if any(p.panel == k for p in pts)]
+    unit = time_unit([getattr(p.row.summary, k) or 0 for p in pts for _, k, _, _ in QUANTS])
+    width, row_h = 6.2 * len(panels) + 2.8, 3.6
+    height = 1.2 + row_h * len(contracts) + 0.9
+    fig = new_figure(width, height)
+    for i, name in enumerate(contracts):
+        for j, (panel, xlabel) in enumerate(panels):
+            left = (0.7 + j * 6.2) / width
+            bottom = (0.9 + (len(contracts) - 1 - i) * row_h + 0.5) / height
+            ax = fig.add_axes((left, bottom, 5.2 / width, (row_h - 0.9) / height))
+            mine = [p for p in pts if p.contract == name and p.panel == panel]
+            if mine:
+                _draw(ax, mine, unit, panel)
+            ax.set_xlabel(xlabel, fontsize=BASE_FONT)
+            ax.set_ylabel(f"{name}\nlatency ({unit.name})", fontsize=BASE_FONT)
+            if i == 0 and j == len(panels) - 1 and mine:
+                ax.legend(fontsize=BASE_FONT - 2, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    title(fig, "Latency against load: p50 (solid) and p99 (dashed), 95% intervals", receipts, 1.0)
+    caption(fig, "Poisson points at their offered rate; gap points at the idle gap before each call, "
+                 "back to back at 0; circles: waits slept, squares: busy-waited; × overloaded (the queue "
+                 "grew without bound: stopped at the declared bound).")
+    return fig

@@ -1,0 +1,100 @@
+"""benchbox sweep: the points, one receipt per point, relative rates, overload, the index and its figure."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchbox.contracts import load_contract
+from benchbox.errors import FieldError
+from benchbox.receipts import load_receipt
+from benchbox.run import RunConfig
+from benchbox.sweep import INDEX, SweepConfig, expand_index, parse_rate, sweep
+from tests.harness.test_accounting import LightTask
+from tests.support import one_line_exit_2
+
+
+def test_rates_and_points_parse_or_name_the_problem(tmp_path: Path) -> None:
+    assert parse_rate("50") == (50.0, None) and parse_rate("50/s") == (50.0, None)
+    assert parse_rate("0.3x") == (None, 0.3)
+    for bad in ("fast", "0", "-2x", "nanx", "inf"):
+        with pytest.raises(FieldError):
+            parse_rate(bad)
+    cfg = SweepConfig(run=RunConfig(), out_dir=tmp_path, gaps_ms=(0.0, 1.0), rates=("0.5x",),
+                      idles=("sleep", "busy"))
+    assert [p.slug for p in cfg.points()] == ["gap-1ms-sleep", "rate-0.5x-sleep", "gap-1ms-busy",
+                                              "rate-0.5x-busy"]
+    with pytest.raises(FieldError, match="at least one gap or one rate"):
+        SweepConfig(run=RunConfig(), out_dir=tmp_path).points()
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("sweep")
+    run = RunConfig(contracts=("public_task_call_poisson", "model_io_wall"), runners=("torch-eager",),
+                    cases=("a",), samples=60, warmup=2)
+    cfg = SweepConfig(run=run, out_dir=out, gaps_ms=(0.0, 0.5), rates=("0.1x", "50x", "100"))
+    sweep(cfg, task=LightTask())
+    return out
+
+
+def test_one_receipt_per_point_with_the_point_in_the_contract_identity(swept: Path) -> None:
+    index = json.loads((swept / INDEX).read_text())
+    points = index["points"]
+    # per contract: back to back, gap 0.5 ms, 100/s, and the two relative rates (per runner)
+    assert len(points) == 2 * 5
+    hashes = {p["hash"] for p in points}
+    assert len(hashes) == len(points)
+    pub = load_contract("public_task_call_poisson")
+    for p in points:
+        r = load_receipt(swept / p["receipt"])
+        assert r.contract.hash == p["hash"] and r.contract.name == p["contract"]
+        assert r.contract.arrival is not None and r.contract.arrival.kind == p["arrival"]["kind"]
+    b2b = [p for p in points if p["point"] == "back-to-back" and p["contract"] == pub.name][0]
+    assert b2b["hash"] == pub.with_arrival(gap_ms=0).hash
+    thr = index["throughput_per_s"]["torch-eager"]
+    assert thr > 0
+    rel = [p for p in points if p["fraction"] == 0.1 and p["contract"] == pub.name][0]
+    assert rel["arrival"]["rate_per_s"] == pytest.approx(0.1 * thr)
+    assert rel["receipt"].endswith(".torch-eager.json")
+
+
+def test_an_offered_rate_beyond_the_throughput_is_marked_overloaded(swept: Path) -> None:
+    index = json.loads((swept / INDEX).read_text())
+    over = [p for p in index["points"] if p["fraction"] == 50.0]
+    assert over and all(p["overloaded"] == ["torch-eager"] for p in over)
+    row = load_receipt(swept / over[0]["receipt"]).results[0]
+    assert row.status == "invalid" and row.load is not None and row.load.overloaded
+    assert len(row.samples_ns) < 60 and "bound of 200" in row.stop_reason
+    assert any(r.startswith("overloaded:") for r in row.reasons)
+    # a tenth of the throughput: overloaded only if the machine stalled the server for ~200 arrivals
+    light = [p for p in index["points"] if p["fraction"] == 0.1]
+    assert all(p["overloaded"] == [] for p in light)
+
+
+def test_the_sweep_figure_draws_the_curves_and_names_overload(swept: Path) -> None:
+    from benchbox.plots import figure, label_receipts
+
+    paths = expand_index([swept / INDEX])
+    assert len(paths) == 10 and all(p.exists() for p in paths)
+    fig = figure(label_receipts(paths, [load_receipt(p) for p in paths]), "sweep")
+    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert "overloaded" in texts
+    xlabels = {ax.get_xlabel() for ax in fig.axes}
+    assert xlabels == {"offered load (requests/s)", "idle gap before each call (ms)"}
+    from benchbox.plots import render
+
+    out = render([swept / INDEX], swept / "sweep.png", "sweep")
+    assert out.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_cli_sweep_refuses_bad_input_with_one_line(tmp_path: Path) -> None:
+    out = tmp_path / "s"
+    one_line_exit_2(["sweep", "--out-dir", str(out)])  # no point
+    one_line_exit_2(["sweep", "--rate", "fast", "--out-dir", str(out)])
+    one_line_exit_2(["sweep", "--gap", "soon", "--out-dir", str(out)])
+    one_line_exit_2(["sweep", "--rate", "0.3x", "--out-dir", str(out)])  # a fraction needs one case
+    one_line_exit_2(["sweep", "--rate", "5", "--runner", "nope", "--out-dir", str(out)])
+    assert not (out / INDEX).exists()
