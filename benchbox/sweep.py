@@ -145,7 +145,7 @@ def sweep(cfg: SweepConfig, progress: Progress = lambda s: None, **seams: Any) -
         placed = [(c, out_dir / f"{c.name}.{p.slug}{'.' + r if r else ''}.json") for p, c, r in pts]
         progress(f"sweep: {len(placed)} point(s) for {', '.join(runners)}")
         try:
-            res = run(dataclasses.replace(base_cfg, runners=runners), progress, points=placed, **seams)
+            res = run(_for_runners(base_cfg, runners), progress, points=placed, **seams)
         except Interrupted:  # the receipts written so far stay listed, marked as cut short
             for (p, c, runner), (_, path) in zip(pts, placed):
                 if path.exists():
@@ -180,6 +180,13 @@ def sweep(cfg: SweepConfig, progress: Progress = lambda s: None, **seams: Any) -
                           for e in entries if e["overloaded"]]
     _write_index(outcome, cfg, contracts, entries)
     return outcome
+
+
+def _for_runners(cfg: RunConfig, runners: tuple[str, ...]) -> RunConfig:
+    """``cfg`` for some of its runners: their options only, the baseline only if it is one of them."""
+    return dataclasses.replace(cfg, runners=runners,
+                               runner_options={r: o for r, o in cfg.runner_options.items() if r in runners},
+                               baseline=cfg.baseline if cfg.baseline in runners else None)
 
 
 def _checked(cfg: SweepConfig) -> tuple[list[Point], RunConfig, list[Contract], Path]:

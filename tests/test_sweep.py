@@ -98,3 +98,16 @@ def test_cli_sweep_refuses_bad_input_with_one_line(tmp_path: Path) -> None:
     one_line_exit_2(["sweep", "--rate", "0.3x", "--out-dir", str(out)])  # a fraction needs one case
     one_line_exit_2(["sweep", "--rate", "5", "--runner", "nope", "--out-dir", str(out)])
     assert not (out / INDEX).exists()
+
+
+def test_a_runner_s_own_relative_rates_run_with_only_its_options_and_no_foreign_baseline() -> None:
+    from benchbox.sweep import _for_runners
+
+    cfg = RunConfig(runners=("torch-eager", "torch-compile"), baseline="torch-compile",
+                    runner_options={"torch-compile": {"mode": "default"}})
+    eager = _for_runners(cfg, ("torch-eager",))
+    assert eager.runners == ("torch-eager",) and eager.runner_options == {} and eager.baseline is None
+    eager.validate()  # the per-runner run is a valid configuration (a foreign option was refused before)
+    compiled = _for_runners(cfg, ("torch-compile",))
+    assert compiled.runner_options == {"torch-compile": {"mode": "default"}}
+    assert compiled.baseline == "torch-compile"
