@@ -26,6 +26,7 @@ FLAGS: dict[str, dict[str, str]] = {
             "dtype": "--dtype", "runners": "--runner", "cases": "--case", "device": "--device",
             "threads": "--threads", "warmup": "--warmup", "samples": "--samples", "target_ci": "--target-ci",
             "max_samples": "--max-samples", "max_time_s": "--max-time", "out": "--out",
+            "overwrite": "--overwrite",
             "baseline": "--baseline", "runner_options": "--runner-option", "task_options": "--task-option",
             "gates": "--gate", "labels": "--label"},
     "diff": {"threshold": "--threshold", "metric": "--metric", "alpha": "--alpha", "accept": "--accept"},
@@ -218,11 +219,12 @@ def main() -> None:
 @click.option("--label", multiple=True, metavar="KEY=VALUE",
               help="A fact about the run's conditions, recorded as settings.labels (repeatable).")
 @_config_option("--out", "out", type=click.Path(dir_okay=False, path_type=Path))
+@_config_option("--overwrite", "overwrite", is_flag=True)
 def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_: tuple[str, ...],
         cases_: tuple[str, ...], device: str, threads: int | None, warmup: int, samples: int,
         target_ci: str | None, max_samples: int, max_time_s: float, runner_option: tuple[str, ...],
         baseline: str | None, task_option: tuple[str, ...], gate: tuple[str, ...], label: tuple[str, ...],
-        out: Path | None, **aliases: Any) -> None:
+        out: Path | None, overwrite: bool, **aliases: Any) -> None:
     """Measure runners × cases under a timing contract and write a receipt."""
     from benchbox.render import results_table
     from benchbox.run import DEFAULT_RUNNERS, RunConfig
@@ -233,15 +235,17 @@ def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_:
         contract=contracts_[0], contracts=tuple(contracts_) if len(contracts_) > 1 else (),
         task=task, size=size, dtype=dtype, runners=runners, cases=tuple(cases_), device=device,
         threads=threads, warmup=warmup, samples=samples, target_ci=_percent(target_ci, "--target-ci"),
-        max_samples=max_samples, max_time_s=max_time_s, out=out, baseline=baseline,
+        max_samples=max_samples, max_time_s=max_time_s, out=out, overwrite=overwrite, baseline=baseline,
         runner_options=_runner_options(runners, aliases, runner_option),
         task_options=_pairs(task_option, "--task-option"), gates=_pairs(gate, "--gate"),
         labels=_labels(label), command=tuple(["benchbox", *sys.argv[1:]]))
     outcome = do_run(cfg, progress=lambda s: click.echo(s, err=True))
     for o in outcome.all:
         click.echo(results_table(o.receipt))
-        click.echo(f"receipt written to {o.path}")
-    sys.exit(0 if outcome.ok else 1)
+        click.echo(f"receipt written to {o.path}" if o.saved else "receipt NOT written (see below)")
+    if outcome.problem:  # a write failed: the rows are elsewhere or only in the table
+        click.echo(f"benchbox: error: {_one_line(outcome.problem)}", err=True)
+    sys.exit(0 if outcome.ok and not outcome.problem else 1)
 
 
 @main.command()

@@ -62,7 +62,11 @@ class RunConfig:
     max_samples: int = _f(DEFAULT_MAX_SAMPLES, help="Adaptive sampling: most samples per (runner, case).")
     max_time_s: float = _f(DEFAULT_MAX_TIME_S, help="Adaptive sampling: most seconds of sampling per "
                                                     "(runner, case).")
-    out: Path | None = _f(None, help="Receipt path; default a timestamped file under ./receipts/.")
+    out: Path | None = _f(None, help="Receipt path; default a timestamped file under ./receipts/. An "
+                                     "existing file is refused unless overwrite; a symbolic link, device, "
+                                     "FIFO or directory always.")
+    overwrite: bool = _f(False, help="Replace an existing receipt at --out (never one another run is "
+                                     "writing).")
     baseline: str | None = _f(None, help="Runner the others are compared against (default torch-compile "
                                          "when it runs, else the first runner).")
     runner_options: dict[str, dict[str, Any]] = _f(help="Options per runner: {runner: {key: value}}.",

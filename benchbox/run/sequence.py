@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,10 +25,10 @@ from benchbox.harness import Harness, PhaseTimer
 from benchbox.harness.clocks import HostClock, host_clock
 from benchbox.harness.schedule import sample
 from benchbox.receipts import build
-from benchbox.receipts.io import now_iso
 from benchbox.receipts.model import Calibration, Receipt, ResultRow
 from benchbox.run.config import RunConfig
 from benchbox.run.interrupt import Stop
+from benchbox.run.output import Output
 from benchbox.runners import Runner, availability, make_runner
 from benchbox.tasks import CallTrace, Case, Task, load_task
 
@@ -43,6 +43,10 @@ class RunOutcome:
     path: Path
     receipt: Receipt
     others: list[RunOutcome] = field(default_factory=list)
+    #: a write failed: what happened and where the receipts went instead (None: written at ``path``)
+    problem: str | None = None
+    #: False when no write succeeded after the failure: the results exist only in ``receipt``
+    saved: bool = True
 
     @property
     def all(self) -> list[RunOutcome]:
@@ -51,19 +55,6 @@ class RunOutcome:
     @property
     def ok(self) -> bool:
         return all(r.status == "valid" for o in self.all for r in o.receipt.results)
-
-
-def out_paths(out: Path | None, names: Sequence[str]) -> list[Path]:
-    """One receipt path per contract: ``out`` itself for one, ``stem.CONTRACT.json`` for several."""
-    base = Path(out) if out is not None else default_out()
-    if len(names) == 1:
-        return [base]
-    return [base.with_name(f"{base.stem}.{n}{base.suffix or '.json'}") for n in names]
-
-
-def default_out() -> Path:
-    stamp = now_iso().replace(":", "").replace("+0000", "Z").replace("-", "")
-    return Path("receipts") / f"run-{stamp}.json"
 
 
 def model_facts(model: Any) -> dict[str, Any]:
@@ -86,11 +77,14 @@ def run(cfg: RunConfig, progress: Progress = lambda s: None, *, clock: HostClock
     :class:`~benchbox.run.interrupt.Interrupted`.
     """
     stop = Stop()
+    this = _Run(cfg, progress, stop, clock, runner_factory, task)
     with stop.installed():
         try:
-            return _Run(cfg, progress, stop, clock, runner_factory, task).execute()
+            return this.execute()
         except KeyboardInterrupt:
             raise stop.interrupted() from None
+        finally:
+            this.close()
 
 
 class _Run:
@@ -100,11 +94,18 @@ class _Run:
                  runner_factory: RunnerFactory, task: Task | None) -> None:
         self.cfg, self.progress, self.stop = cfg, progress, stop
         self.clock, self.runner_factory, self.given_task = clock, runner_factory, task
+        self.output: Output | None = None
+
+    def close(self) -> None:
+        """Release the receipt paths (after the last write)."""
+        if self.output is not None:
+            self.output.release()
 
     def execute(self) -> RunOutcome:
         cfg = self.cfg
         cfg.validate()
         self.contracts = self._contracts()
+        self.output = Output.claim(cfg.out, [c.name for c in self.contracts], cfg.overwrite)
         self.task, self.cases = self._task()
         self.policy = cfg.sampling()
         self.baseline = cfg.chosen_baseline
@@ -168,7 +169,7 @@ class _Run:
         return task, cases
 
     # -- open receipts ----------------------------------------------------------------------
-    def _open_receipts(self) -> build.ReceiptSet:
+    def _open_receipts(self) -> Output:
         from benchbox import environment
 
         cfg = self.cfg
@@ -181,7 +182,9 @@ class _Run:
             settings["labels"] = dict(cfg.labels)
         receipts = [build.new_receipt(c, command=cfg.command, environment=env, task=self.task.info(),
                                       cases=self.cases, settings=settings) for c in self.contracts]
-        book = build.ReceiptSet(out_paths(cfg.out, [c.name for c in self.contracts]), receipts)
+        assert self.output is not None
+        book = self.output
+        book.receipts = receipts
         book.save()
         self.stop.receipts = book
         for p in book.paths:
@@ -303,7 +306,9 @@ class _Run:
             environment = gpu_state(self.cfg.device)
         comparisons = [compare(r.results, self.baseline, r.calibration) for r in self.receipts.receipts]
         self.receipts.finish(comparisons, environment)
-        first, *rest = [RunOutcome(p, r) for p, r in zip(self.receipts.paths, self.receipts.receipts)]
+        out = self.receipts
+        first, *rest = [RunOutcome(p, r, problem=out.problem, saved=not out.in_memory)
+                        for p, r in zip(out.paths, out.receipts)]
         first.others = rest
         return first
 
