@@ -115,3 +115,60 @@ def test_default_names_of_two_runs_in_the_same_second_differ(tmp_path: Path,
     assert [r["case"] for r in loaded(a.path)["results"]] == ["invoice"]
     assert [r["case"] for r in loaded(b.path)["results"]] == ["outage"]
     assert all(p.name.startswith("run-20260102T030405Z") for p in files)
+
+
+def _disk_full_mock(monkeypatch: pytest.MonkeyPatch, full: Path, once: Path) -> None:
+    """fsync of any file under ``full`` fails with ENOSPC once ``once`` exists (a simulated full disk:
+    a full disk cannot be made here). Other files sync for real."""
+    import errno
+
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        where = os.readlink(f"/proc/self/fd/{fd}")
+        if once.exists() and Path(where).is_relative_to(full):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+
+
+def test_disk_full_mock_keeps_the_rows_in_a_fallback_folder_and_says_where(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tempfile
+
+    out = tmp_path / "out" / "r.json"
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    _disk_full_mock(monkeypatch, tmp_path / "out", once=out)
+    result = CliRunner().invoke(main, [*QUICK, "--case", "outage", "--out", str(out)])
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit) and "Traceback" not in result.output
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("benchbox: error: cannot write receipt ") and "disk full" in last
+    rescued = list((tmp_path / "tmp").glob("benchbox-rescued-*/r.json"))
+    assert len(rescued) == 1 and str(rescued[0].parent) in last
+    receipt = loaded(rescued[0])
+    assert receipt["complete"] is True
+    rows = [(r["case"], r["status"]) for r in receipt["results"]]
+    assert rows == [("invoice", "valid"), ("outage", "valid")]
+    assert "invoice" in result.stdout and "outage" in result.stdout  # the table
+    assert f"receipt written to {rescued[0]}" in result.stdout
+    assert loaded(out)["results"] == []  # what the full disk held is still a receipt
+
+
+def test_disk_full_mock_everywhere_keeps_the_results_in_the_table(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tempfile
+
+    out = tmp_path / "r.json"
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    _disk_full_mock(monkeypatch, tmp_path, once=out)  # the fallback folder is full too
+    result = CliRunner().invoke(main, [*QUICK, "--out", str(out)])
+    assert result.exit_code == 1, result.output
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("benchbox: error: ") and "only in the table" in last
+    assert "invoice" in result.stdout and "valid" in result.stdout
+    assert "receipt NOT written" in result.stdout
+    assert loaded(out)["results"] == []
