@@ -27,6 +27,7 @@ from benchbox.harness.schedule import sample
 from benchbox.receipts import build
 from benchbox.receipts.model import Calibration, Receipt, ResultRow
 from benchbox.run.config import RunConfig
+from benchbox.run.contain import contained, describe
 from benchbox.run.interrupt import Stop
 from benchbox.run.output import Output
 from benchbox.runners import Runner, availability, make_runner
@@ -83,6 +84,10 @@ def run(cfg: RunConfig, progress: Progress = lambda s: None, *, clock: HostClock
             return this.execute()
         except KeyboardInterrupt:
             raise stop.interrupted() from None
+        except BaseException as e:  # sys.exit or a BaseException from task or runner code
+            if not contained(e):
+                raise
+            raise this.ended_by(e) from None
         finally:
             this.close()
 
@@ -100,6 +105,14 @@ class _Run:
         """Release the receipt paths (after the last write)."""
         if self.output is not None:
             self.output.release()
+
+    def ended_by(self, e: BaseException) -> UsageError:
+        """The one line for task or runner code that left the run where nothing contained it."""
+        kept = ""
+        if self.output is not None and self.output.opened:
+            kept = (f"; {len(self.output.receipts[0].results)} result(s) kept in the incomplete receipt "
+                    f"{self.output.where}")
+        return UsageError(f"the run was ended by {describe(e)}{kept}")
 
     def execute(self) -> RunOutcome:
         cfg = self.cfg
@@ -142,6 +155,14 @@ class _Run:
         return contracts
 
     def _task(self) -> tuple[Task, list[Case]]:
+        try:
+            return self._load_task()
+        except BaseException as e:
+            if not contained(e):
+                raise
+            raise UsageError(f"--task {self.cfg.task}: loading the task ended in {describe(e)}") from None
+
+    def _load_task(self) -> tuple[Task, list[Case]]:
         cfg = self.cfg
         task = self.given_task or load_task(cfg.task, size=cfg.size, dtype=cfg.dtype,
                                             options=dict(cfg.task_options), gate_overrides=dict(cfg.gates))
@@ -222,11 +243,17 @@ class _Run:
         self.example = task.preprocess(task.parse(self.cases[0].request))
         ref_runner.prepare(ref_task, ref_model, self.example, PhaseTimer(self.clock))
         references: dict[str, CallTrace] = {}
+        self.reference_failures: dict[str, str] = {}
         for case in self.cases:
             try:
                 references[case.name] = harness.call(ref_task, ref_runner, case.request)
             except ValueError as e:
                 raise UsageError(f"case {case.name}: invalid request for task {task.name}: {e}") from None
+            except BaseException as e:  # sys.exit or a BaseException: this case's rows fail
+                if not contained(e):
+                    raise
+                self.reference_failures[case.name] = f"reference call failed: {describe(e)}"
+                self.progress(f"{case.name}: {self.reference_failures[case.name]}")
         return references
 
     # -- for each runner: prepare, then each case ---------------------------------------------
@@ -248,18 +275,35 @@ class _Run:
                 runner.prepare(self.task, self.task.build_model(), self.example, phases)
         except UsageError:
             raise
-        except Exception as e:
+        except BaseException as e:  # also sys.exit or a BaseException from task or runner code
+            if not (isinstance(e, Exception) or contained(e)):
+                raise
             self.stop.check()  # a signal during preparation may come back as the library's own error
-            self.progress(f"{name}: preparation failed: {error_line(e)}")
-            report = {"options": opts, "prepare_s": phases.seconds, "error": error_line(e),
+            self.progress(f"{name}: preparation failed: {describe(e)}")
+            report = {"options": opts, "prepare_s": phases.seconds, "error": describe(e),
                       "traceback": traceback.format_exc(limit=8)}
             for case in self.cases:
-                self._record([build.failed_row(name, case, f"preparation failed: {error_line(e)}", report)]
+                self._record([build.failed_row(name, case, f"preparation failed: {describe(e)}", report)]
                              * len(self.contracts))
             return
         for case in self.cases:
             self.stop.check()
-            self._record(self._measure_case(runner, case, phases))
+            self._record(self._contained_case(runner, case, phases))
+
+    def _contained_case(self, runner: Runner, case: Case, phases: PhaseTimer) -> list[ResultRow]:
+        """One (runner, case); sys.exit or a BaseException from task or runner code fails its rows."""
+        report = {**_report(runner), "prepare_s": dict(phases.seconds)}
+        failed = self.reference_failures.get(case.name)
+        if failed is None:
+            try:
+                return self._measure_case(runner, case, phases)
+            except BaseException as e:
+                if not contained(e):
+                    raise
+                failed = describe(e)
+                report["traceback"] = traceback.format_exc(limit=8)
+                self.progress(f"{runner.name} × {case.name}: failed: {failed}")
+        return [build.failed_row(runner.name, case, failed, report)] * len(self.contracts)
 
     def _measure_case(self, runner: Runner, case: Case, phases: PhaseTimer) -> list[ResultRow]:
         """Validate once (two untimed calls, outside every timed region), then sample every contract."""
