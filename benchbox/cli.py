@@ -26,7 +26,7 @@ FLAGS: dict[str, dict[str, str]] = {
             "dtype": "--dtype", "runners": "--runner", "cases": "--case", "device": "--device",
             "threads": "--threads", "warmup": "--warmup", "samples": "--samples", "target_ci": "--target-ci",
             "max_samples": "--max-samples", "max_time_s": "--max-time", "out": "--out",
-            "overwrite": "--overwrite",
+            "overwrite": "--overwrite", "case_time_limit_s": "--case-time-limit",
             "baseline": "--baseline", "runner_options": "--runner-option", "task_options": "--task-option",
             "gates": "--gate", "labels": "--label"},
     "diff": {"threshold": "--threshold", "metric": "--metric", "alpha": "--alpha", "accept": "--accept"},
@@ -39,7 +39,8 @@ def _one_line(text: str) -> str:
 
 
 def _fail(e: BenchboxError, command: str | None = None) -> NoReturn:
-    prefix = "benchbox: " if e.exit_code == 130 else "benchbox: error: "
+    interrupted = e.exit_code in (130, 143)  # SIGINT, SIGTERM
+    prefix = "benchbox: " if interrupted else "benchbox: error: "
     message = str(e)
     if isinstance(e, FieldError):
         flag = FLAGS.get(command or "", {}).get(e.field)
@@ -211,6 +212,7 @@ def main() -> None:
 @_config_option("--target-ci", "target_ci", metavar="PCT")
 @_config_option("--max-samples", "max_samples", type=int)
 @_config_option("--max-time", "max_time_s", type=float)
+@_config_option("--case-time-limit", "case_time_limit_s", type=float, metavar="SECONDS")
 @_runner_aliases
 @click.option("--runner-option", multiple=True, help="RUNNER:KEY=VALUE for any runner (repeatable).")
 @_config_option("--baseline", "baseline")
@@ -222,7 +224,8 @@ def main() -> None:
 @_config_option("--overwrite", "overwrite", is_flag=True)
 def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_: tuple[str, ...],
         cases_: tuple[str, ...], device: str, threads: int | None, warmup: int, samples: int,
-        target_ci: str | None, max_samples: int, max_time_s: float, runner_option: tuple[str, ...],
+        target_ci: str | None, max_samples: int, max_time_s: float, case_time_limit_s: float,
+        runner_option: tuple[str, ...],
         baseline: str | None, task_option: tuple[str, ...], gate: tuple[str, ...], label: tuple[str, ...],
         out: Path | None, overwrite: bool, **aliases: Any) -> None:
     """Measure runners × cases under a timing contract and write a receipt."""
@@ -235,7 +238,8 @@ def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_:
         contract=contracts_[0], contracts=tuple(contracts_) if len(contracts_) > 1 else (),
         task=task, size=size, dtype=dtype, runners=runners, cases=tuple(cases_), device=device,
         threads=threads, warmup=warmup, samples=samples, target_ci=_percent(target_ci, "--target-ci"),
-        max_samples=max_samples, max_time_s=max_time_s, out=out, overwrite=overwrite, baseline=baseline,
+        max_samples=max_samples, max_time_s=max_time_s, case_time_limit_s=case_time_limit_s, out=out,
+        overwrite=overwrite, baseline=baseline,
         runner_options=_runner_options(runners, aliases, runner_option),
         task_options=_pairs(task_option, "--task-option"), gates=_pairs(gate, "--gate"),
         labels=_labels(label), command=tuple(["benchbox", *sys.argv[1:]]))

@@ -29,6 +29,7 @@ from benchbox.receipts.model import Calibration, Receipt, ResultRow
 from benchbox.run.config import RunConfig
 from benchbox.run.contain import contained, describe
 from benchbox.run.interrupt import Stop
+from benchbox.run.limits import TimeLimit
 from benchbox.run.output import Output
 from benchbox.runners import Runner, availability, make_runner
 from benchbox.tasks import CallTrace, Case, Task, load_task
@@ -100,6 +101,7 @@ class _Run:
         self.cfg, self.progress, self.stop = cfg, progress, stop
         self.clock, self.runner_factory, self.given_task = clock, runner_factory, task
         self.output: Output | None = None
+        self.limit = TimeLimit(cfg.case_time_limit_s)
 
     def close(self) -> None:
         """Release the receipt paths (after the last write)."""
@@ -198,7 +200,8 @@ class _Run:
         settings: dict[str, Any] = {
             "warmup": cfg.warmup, "samples": cfg.samples, "device": cfg.device,
             "sampling": self.policy.describe(), "runners": list(cfg.runners), "baseline": self.baseline,
-            "gates": self.task.gate_thresholds(), "contracts_in_run": [c.name for c in self.contracts]}
+            "gates": self.task.gate_thresholds(), "contracts_in_run": [c.name for c in self.contracts],
+            "case_time_limit_s": cfg.case_time_limit_s}
         if cfg.labels:
             settings["labels"] = dict(cfg.labels)
         receipts = [build.new_receipt(c, command=cfg.command, environment=env, task=self.task.info(),
@@ -246,7 +249,8 @@ class _Run:
         self.reference_failures: dict[str, str] = {}
         for case in self.cases:
             try:
-                references[case.name] = harness.call(ref_task, ref_runner, case.request)
+                with self.limit.guard(f"reference × {case.name}"):
+                    references[case.name] = harness.call(ref_task, ref_runner, case.request)
             except ValueError as e:
                 raise UsageError(f"case {case.name}: invalid request for task {task.name}: {e}") from None
             except BaseException as e:  # sys.exit or a BaseException: this case's rows fail
@@ -296,7 +300,8 @@ class _Run:
         failed = self.reference_failures.get(case.name)
         if failed is None:
             try:
-                return self._measure_case(runner, case, phases)
+                with self.limit.guard(f"{runner.name} × {case.name}"):
+                    return self._measure_case(runner, case, phases)
             except BaseException as e:
                 if not contained(e):
                     raise
