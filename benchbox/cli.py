@@ -40,6 +40,10 @@ def _one_line(text: str) -> str:
 
 def _fail(e: BenchboxError, command: str | None = None) -> NoReturn:
     interrupted = e.exit_code in (130, 143)  # SIGINT, SIGTERM
+    if interrupted:
+        from benchbox.run.interrupt import ignore_further_signals
+
+        ignore_further_signals()  # exiting: a second Ctrl-C must not hit torch's exit handlers
     prefix = "benchbox: " if interrupted else "benchbox: error: "
     message = str(e)
     if isinstance(e, FieldError):
@@ -86,6 +90,9 @@ class _Group(click.Group):
             click.echo(f"benchbox: error: {_one_line(e.format_message())}{hint}", err=True)
             sys.exit(e.exit_code)
         except click.exceptions.Abort:
+            from benchbox.run.interrupt import ignore_further_signals
+
+            ignore_further_signals()
             click.echo("benchbox: interrupted", err=True)
             sys.exit(130)
         sys.exit(rv if isinstance(rv, int) and not isinstance(rv, bool) else 0)

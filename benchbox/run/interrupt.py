@@ -39,6 +39,19 @@ class Interrupted(BenchboxError):
         self.exit_code = 128 + int(signum)
 
 
+def ignore_further_signals() -> None:
+    """The process is exiting after an interrupt: ignore further SIGINT and SIGTERM (main thread only).
+
+    Without this, a second Ctrl-C while the interpreter shuts down raises KeyboardInterrupt inside
+    an exit handler (torch registers several) and prints its traceback, or, once the interpreter
+    has reset its handlers, kills the process (exit -2 instead of 130). Ignored, the exit
+    handlers finish — temporary folders removed, compiler processes stopped — in a second or two.
+    """
+    if threading.current_thread() is threading.main_thread():
+        for s in Stop.signals:
+            signal.signal(s, signal.SIG_IGN)
+
+
 class SampleInterrupt(StopSampling):
     """Raised from the harness's stop callback after the sample in progress has finished."""
 
@@ -53,10 +66,14 @@ class Stop:
         self.immediate = False
         self.signal_name = "SIGINT"
         self.signum = int(signal.SIGINT)
+        #: the receipts are being marked interrupted: a further signal must not cut the write
+        self.finishing = False
         self.receipts: ReceiptSet | None = None
         self._previous: dict[signal.Signals, Any] = {}
 
     def _handler(self, signum: int, frame: Any) -> None:
+        if self.finishing:
+            return
         if not self.requested:  # the first signal names the interrupt
             self.signal_name, self.signum = signal.Signals(signum).name, int(signum)
         if self.requested or self.immediate:
@@ -105,7 +122,11 @@ class Stop:
         why = self.signal_name
         if self.receipts is None or not self.receipts.opened:
             return Interrupted(f"interrupted ({why}) before anything was measured", None, None, self.signum)
-        self.receipts.mark_interrupted(why)
+        self.finishing = True
+        try:
+            self.receipts.mark_interrupted(why)
+        finally:
+            self.finishing = False
         path, receipt = self.receipts.first
         n = len(receipt.results)
         return Interrupted(f"interrupted ({why}): {n} result(s) kept in the incomplete receipt "
