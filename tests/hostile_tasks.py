@@ -5,7 +5,8 @@ Options (``--task-option``):
 - ``exit_in``: ``factory`` or a stage name (``parse``, ``preprocess``, ``reduce``, ``answer``,
   ``serialize``): call ``sys.exit(exit_code)`` there;
 - ``raise_in``: a stage name: raise :class:`Abandon`, a ``BaseException`` subclass;
-- ``hang_in``: a stage name: sleep forever there;
+- ``hang_in``: a stage name: sleep forever there (with ``swallow=true`` inside a loop that
+  catches every ``Exception``);
 - ``at_call``: the misbehaviour happens at that call of the stage (counted from 1 over the whole
   run: the reference calls each case once, then each runner validates a case with two calls).
 
@@ -47,7 +48,11 @@ class HostileTask(SleepTask):
             raise Abandon(f"abandoned in {stage}")
         if self.options.get("hang_in") == stage:
             while True:
-                time.sleep(3600)
+                try:
+                    time.sleep(3600)
+                except Exception:
+                    if not self.options.get("swallow"):
+                        raise
 
     def parse(self, request: bytes) -> Any:
         self._misbehave("parse")

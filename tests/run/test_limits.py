@@ -22,12 +22,14 @@ HANGS = ["run", "--task", "tests.hostile_tasks:factory", "--runner", "torch-eage
 @pytest.mark.parametrize("option, at_call, said", [
     ("hang_in=serialize", 3, "over the per-case time limit of 1 s"),  # the first validation call
     ("hang_in=reduce", 6, "over the per-case time limit of 1 s"),  # among the warm-up and samples
+    ("hang_in=reduce,swallow=true", 6, "over the per-case time limit of 1 s"),  # except Exception: pass
     ("hang_in=serialize", 1, "reference call failed: "),  # the first case's reference
 ])
 def test_a_stage_that_hangs_becomes_a_failed_row_and_the_run_goes_on(tmp_path: Path, option: str,
                                                                      at_call: int, said: str) -> None:
     out = tmp_path / "r.json"
-    result = CliRunner().invoke(main, [*HANGS, "--task-option", option, "--task-option", f"at_call={at_call}",
+    options = [a for o in option.split(",") for a in ("--task-option", o)]
+    result = CliRunner().invoke(main, [*HANGS, *options, "--task-option", f"at_call={at_call}",
                                        "--out", str(out)])
     assert result.exit_code == 1, result.output
     assert "Traceback" not in result.output
