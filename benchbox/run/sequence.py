@@ -296,8 +296,8 @@ class _Run:
 
     def _contained_case(self, runner: Runner, case: Case, phases: PhaseTimer) -> list[ResultRow]:
         """One (runner, case); sys.exit or a BaseException from task or runner code fails its rows."""
-        report = {**_report(runner), "prepare_s": dict(phases.seconds)}
         failed = self.reference_failures.get(case.name)
+        trace: dict[str, str] = {}
         if failed is None:
             try:
                 with self.limit.guard(f"{runner.name} × {case.name}"):
@@ -306,8 +306,9 @@ class _Run:
                 if not contained(e):
                     raise
                 failed = describe(e)
-                report["traceback"] = traceback.format_exc(limit=8)
+                trace["traceback"] = traceback.format_exc(limit=8)
                 self.progress(f"{runner.name} × {case.name}: failed: {failed}")
+        report = {**_report(runner), "prepare_s": dict(phases.seconds), **trace}
         return [build.failed_row(runner.name, case, failed, report)] * len(self.contracts)
 
     def _measure_case(self, runner: Runner, case: Case, phases: PhaseTimer) -> list[ResultRow]:
