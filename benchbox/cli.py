@@ -26,6 +26,7 @@ FLAGS: dict[str, dict[str, str]] = {
             "dtype": "--dtype", "runners": "--runner", "cases": "--case", "device": "--device",
             "threads": "--threads", "warmup": "--warmup", "samples": "--samples", "target_ci": "--target-ci",
             "max_samples": "--max-samples", "max_time_s": "--max-time", "out": "--out",
+            "overwrite": "--overwrite", "case_time_limit_s": "--case-time-limit",
             "baseline": "--baseline", "runner_options": "--runner-option", "task_options": "--task-option",
             "gates": "--gate", "labels": "--label", "gap_ms": "--gap", "rate_per_s": "--rate",
             "idle": "--idle", "max_backlog": "--max-backlog", "max_queue_ms": "--max-queue"},
@@ -45,7 +46,12 @@ def _one_line(text: str) -> str:
 
 
 def _fail(e: BenchboxError, command: str | None = None) -> NoReturn:
-    prefix = "benchbox: " if e.exit_code == 130 else "benchbox: error: "
+    interrupted = e.exit_code in (130, 143)  # SIGINT, SIGTERM
+    if interrupted:
+        from benchbox.run.interrupt import ignore_further_signals
+
+        ignore_further_signals()  # exiting: a second Ctrl-C must not hit torch's exit handlers
+    prefix = "benchbox: " if interrupted else "benchbox: error: "
     message = str(e)
     if isinstance(e, FieldError):
         flag = FLAGS.get(command or "", {}).get(e.field)
@@ -91,6 +97,9 @@ class _Group(click.Group):
             click.echo(f"benchbox: error: {_one_line(e.format_message())}{hint}", err=True)
             sys.exit(e.exit_code)
         except click.exceptions.Abort:
+            from benchbox.run.interrupt import ignore_further_signals
+
+            ignore_further_signals()
             click.echo("benchbox: interrupted", err=True)
             sys.exit(130)
         sys.exit(rv if isinstance(rv, int) and not isinstance(rv, bool) else 0)
@@ -254,6 +263,7 @@ def main() -> None:
 @_config_option("--idle", "idle", type=click.Choice(["sleep", "busy"]))
 @_config_option("--max-backlog", "max_backlog", type=int)
 @_config_option("--max-queue", "max_queue_ms", type=float, metavar="MS")
+@_config_option("--case-time-limit", "case_time_limit_s", type=float, metavar="SECONDS")
 @_runner_aliases
 @click.option("--runner-option", multiple=True, help="RUNNER:KEY=VALUE for any runner (repeatable).")
 @_config_option("--baseline", "baseline")
@@ -262,12 +272,14 @@ def main() -> None:
 @click.option("--label", multiple=True, metavar="KEY=VALUE",
               help="A fact about the run's conditions, recorded as settings.labels (repeatable).")
 @_config_option("--out", "out", type=click.Path(dir_okay=False, path_type=Path))
+@_config_option("--overwrite", "overwrite", is_flag=True)
 def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_: tuple[str, ...],
         cases_: tuple[str, ...], device: str, threads: int | None, warmup: int, samples: int,
-        target_ci: str | None, max_samples: int, max_time_s: float, runner_option: tuple[str, ...],
+        target_ci: str | None, max_samples: int, max_time_s: float, case_time_limit_s: float,
+        runner_option: tuple[str, ...],
         baseline: str | None, task_option: tuple[str, ...], gate: tuple[str, ...], label: tuple[str, ...],
         out: Path | None, gap_ms: str | None, rate_per_s: str | None, idle: str | None, max_backlog: int,
-        max_queue_ms: float, **aliases: Any) -> None:
+        max_queue_ms: float, overwrite: bool, **aliases: Any) -> None:
     """Measure runners × cases under a timing contract and write a receipt."""
     from benchbox.render import results_table
     from benchbox.run import DEFAULT_RUNNERS, RunConfig
@@ -278,7 +290,8 @@ def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_:
         contract=contracts_[0], contracts=tuple(contracts_) if len(contracts_) > 1 else (),
         task=task, size=size, dtype=dtype, runners=runners, cases=tuple(cases_), device=device,
         threads=threads, warmup=warmup, samples=samples, target_ci=_percent(target_ci, "--target-ci"),
-        max_samples=max_samples, max_time_s=max_time_s, out=out, baseline=baseline,
+        max_samples=max_samples, max_time_s=max_time_s, case_time_limit_s=case_time_limit_s, out=out,
+        overwrite=overwrite, baseline=baseline,
         runner_options=_runner_options(runners, aliases, runner_option),
         task_options=_pairs(task_option, "--task-option"), gates=_pairs(gate, "--gate"),
         labels=_labels(label), command=tuple(["benchbox", *sys.argv[1:]]), gap_ms=_gap_ms(gap_ms),
@@ -286,8 +299,10 @@ def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_:
     outcome = do_run(cfg, progress=lambda s: click.echo(s, err=True))
     for o in outcome.all:
         click.echo(results_table(o.receipt))
-        click.echo(f"receipt written to {o.path}")
-    sys.exit(0 if outcome.ok else 1)
+        click.echo(f"receipt written to {o.path}" if o.saved else "receipt NOT written (see below)")
+    if outcome.problem:  # a write failed: the rows are elsewhere or only in the table
+        click.echo(f"benchbox: error: {_one_line(outcome.problem)}", err=True)
+    sys.exit(0 if outcome.ok and not outcome.problem else 1)
 
 
 @main.command()

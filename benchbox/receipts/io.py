@@ -78,11 +78,39 @@ def _umask() -> int:
     return mask
 
 
-def write_receipt(path: Path, receipt: Receipt | dict[str, Any]) -> None:
+class ReceiptWriteError(UsageError):
+    """A receipt could not be written; ``error`` is the operating system's error (errno)."""
+
+    def __init__(self, path: Path, error: OSError) -> None:
+        why = "it already exists" if isinstance(error, FileExistsError) else (error.strerror or str(error))
+        super().__init__(f"cannot write receipt {path}: {why}")
+        self.path = path
+        self.error = error
+
+
+def _publish(tmp: str, path: Path, exclusive: bool) -> None:
+    """Put the written temporary file at ``path``: replacing it, or only where nothing is."""
+    if not exclusive:
+        os.replace(tmp, path)
+        return
+    try:
+        os.link(tmp, path)  # atomic, and fails with EEXIST where anything is at ``path``
+    except FileExistsError:
+        raise
+    except OSError:  # a file system without hard links: claim the name, then replace
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.replace(tmp, path)
+        return
+    os.unlink(tmp)
+
+
+def write_receipt(path: Path, receipt: Receipt | dict[str, Any], *, exclusive: bool = False) -> None:
     """Write atomically: a temporary file in the same folder, fsync, rename, fsync the folder.
 
     A reader (or a crash at any instant) sees either the previous receipt or the
-    new one, never a mixture. An unwritable path raises UsageError.
+    new one, never a mixture. ``exclusive``: only where nothing is yet (a run's first
+    write), never replacing anything. An unwritable path raises ReceiptWriteError (a
+    UsageError).
     """
     path = Path(path)
     blob = encode_receipt(receipt)
@@ -95,11 +123,11 @@ def write_receipt(path: Path, receipt: Receipt | dict[str, Any]) -> None:
             f.write(blob)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        _publish(tmp, path, exclusive)
         tmp = None
         _fsync_dir(path.parent)
     except OSError as e:
-        raise UsageError(f"cannot write receipt {path}: {e.strerror or e}") from None
+        raise ReceiptWriteError(path, e) from None
     finally:
         if tmp is not None:
             try:

@@ -18,7 +18,11 @@ def __getattr__(name: str) -> Any:
         from benchbox.run import interrupt
 
         return interrupt.Interrupted
-    if name in ("RunOutcome", "model_facts", "out_paths", "run"):
+    if name == "out_paths":
+        from benchbox.run import output
+
+        return output.out_paths
+    if name in ("RunOutcome", "model_facts", "run"):
         from benchbox.run import sequence
 
         return getattr(sequence, name)

@@ -9,6 +9,7 @@ them under the flag that sets the field.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,8 @@ from benchbox.harness.sampling import (
 )
 
 DEFAULT_RUNNERS = ("torch-eager", "torch-compile")
+#: seconds one (runner, case) may take (validation, warm-up, samples) before it becomes a failed row
+DEFAULT_CASE_TIME_LIMIT_S = 1800.0
 DTYPES = ("float32", "float16", "bfloat16")
 
 
@@ -76,7 +79,15 @@ class RunConfig:
                                                     "once more requests than this are due but not started.")
     max_queue_ms: float = _f(DEFAULT_MAX_QUEUE_MS, help="Poisson arrivals: declare the point overloaded and "
                                                         "stop once a request waited longer than this (ms).")
-    out: Path | None = _f(None, help="Receipt path; default a timestamped file under ./receipts/.")
+    case_time_limit_s: float = _f(DEFAULT_CASE_TIME_LIMIT_S, help="Most seconds one (runner, case) may "
+                                  "take — validation calls, warm-up and samples — and one case's reference "
+                                  "call; past it the case becomes a failed row (0: no limit). Python code "
+                                  "is interrupted; a C call that never returns is not.")
+    out: Path | None = _f(None, help="Receipt path; default a timestamped file under ./receipts/. An "
+                                     "existing file is refused unless overwrite; a symbolic link, device, "
+                                     "FIFO or directory always.")
+    overwrite: bool = _f(False, help="Replace an existing receipt at --out (never one another run is "
+                                     "writing).")
     baseline: str | None = _f(None, help="Runner the others are compared against (default torch-compile "
                                          "when it runs, else the first runner).")
     runner_options: dict[str, dict[str, Any]] = _f(help="Options per runner: {runner: {key: value}}.",
@@ -142,6 +153,11 @@ class RunConfig:
         if self.threads is not None and self.threads < 1:
             raise FieldError("threads", f"must be ≥ 1, got {self.threads}")
         self.sampling()
+        limit = self.case_time_limit_s
+        if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not math.isfinite(limit) \
+                or limit < 0:
+            raise FieldError("case_time_limit_s", f"must be a finite number of seconds ≥ 0 (0: no limit), "
+                                                  f"got {limit!r}")
         if self.dtype not in DTYPES:
             raise FieldError("dtype", f"unknown dtype '{self.dtype}' ({', '.join(DTYPES)})")
         if not re.fullmatch(r"cpu|cuda(:\d+)?", self.device):

@@ -1,9 +1,11 @@
 """Interrupts during a run: finish the sample in progress, keep every finished result, stop.
 
-The signal handler only sets a flag; the run checks it between samples (through the
-harness's ``should_stop`` callback) and between (runner, case) results. While no sample
-is in progress (build, compile, calibration) a signal stops at once. A second signal
-raises KeyboardInterrupt at once; the receipt on disk still holds every finished result.
+SIGINT (Ctrl-C) and SIGTERM (``kill``, a job scheduler, a container stop) are handled
+alike; the exit code says which (130 or 143: 128 + the signal's number). The signal
+handler only sets a flag; the run checks it between samples (through the harness's
+``should_stop`` callback) and between (runner, case) results. While no sample is in
+progress (build, compile, calibration) a signal stops at once. A second signal raises
+KeyboardInterrupt at once; the receipt on disk still holds every finished result.
 """
 
 from __future__ import annotations
@@ -24,14 +26,30 @@ if TYPE_CHECKING:
 
 
 class Interrupted(BenchboxError):
-    """A signal stopped the run; the receipt on disk holds every finished result (exit 130)."""
+    """A signal stopped the run; the receipt on disk holds every finished result (exit 128 + the
+    signal's number: 130 for SIGINT, 143 for SIGTERM)."""
 
     exit_code = 130
 
-    def __init__(self, message: str, path: Path | None, receipt: Receipt | None) -> None:
+    def __init__(self, message: str, path: Path | None, receipt: Receipt | None,
+                 signum: int = signal.SIGINT) -> None:
         super().__init__(message)
         self.path = path
         self.receipt = receipt
+        self.exit_code = 128 + int(signum)
+
+
+def ignore_further_signals() -> None:
+    """The process is exiting after an interrupt: ignore further SIGINT and SIGTERM (main thread only).
+
+    Without this, a second Ctrl-C while the interpreter shuts down raises KeyboardInterrupt inside
+    an exit handler (torch registers several) and prints its traceback, or, once the interpreter
+    has reset its handlers, kills the process (exit -2 instead of 130). Ignored, the exit
+    handlers finish — temporary folders removed, compiler processes stopped — in a second or two.
+    """
+    if threading.current_thread() is threading.main_thread():
+        for s in Stop.signals:
+            signal.signal(s, signal.SIG_IGN)
 
 
 class SampleInterrupt(StopSampling):
@@ -39,19 +57,25 @@ class SampleInterrupt(StopSampling):
 
 
 class Stop:
-    """The run's interrupt state. Installed for SIGINT in the main thread only."""
+    """The run's interrupt state. Installed for SIGINT and SIGTERM in the main thread only."""
 
-    signals: tuple[signal.Signals, ...] = (signal.SIGINT,)
+    signals: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self) -> None:
         self.requested = False
         self.immediate = False
         self.signal_name = "SIGINT"
+        self.signum = int(signal.SIGINT)
+        #: the receipts are being marked interrupted: a further signal must not cut the write
+        self.finishing = False
         self.receipts: ReceiptSet | None = None
         self._previous: dict[signal.Signals, Any] = {}
 
     def _handler(self, signum: int, frame: Any) -> None:
-        self.signal_name = signal.Signals(signum).name
+        if self.finishing:
+            return
+        if not self.requested:  # the first signal names the interrupt
+            self.signal_name, self.signum = signal.Signals(signum).name, int(signum)
         if self.requested or self.immediate:
             self.requested = True  # also if a library turns the KeyboardInterrupt into its own error
             raise KeyboardInterrupt
@@ -97,9 +121,13 @@ class Stop:
         """Mark the receipts interrupted and incomplete, write them, and build the error."""
         why = self.signal_name
         if self.receipts is None or not self.receipts.opened:
-            return Interrupted(f"interrupted ({why}) before anything was measured", None, None)
-        self.receipts.mark_interrupted(why)
+            return Interrupted(f"interrupted ({why}) before anything was measured", None, None, self.signum)
+        self.finishing = True
+        try:
+            self.receipts.mark_interrupted(why)
+        finally:
+            self.finishing = False
         path, receipt = self.receipts.first
         n = len(receipt.results)
         return Interrupted(f"interrupted ({why}): {n} result(s) kept in the incomplete receipt "
-                           f"{self.receipts.where}", path, receipt)
+                           f"{self.receipts.where}", path, receipt, self.signum)

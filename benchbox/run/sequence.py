@@ -25,10 +25,12 @@ from benchbox.harness import Harness, PhaseTimer
 from benchbox.harness.clocks import HostClock, host_clock
 from benchbox.harness.schedule import sample
 from benchbox.receipts import build
-from benchbox.receipts.io import now_iso
 from benchbox.receipts.model import Calibration, Receipt, ResultRow
 from benchbox.run.config import RunConfig
+from benchbox.run.contain import contained, describe
 from benchbox.run.interrupt import Stop
+from benchbox.run.limits import TimeLimit
+from benchbox.run.output import Output
 from benchbox.runners import Runner, availability, make_runner
 from benchbox.tasks import CallTrace, Case, Task, load_task
 
@@ -43,6 +45,10 @@ class RunOutcome:
     path: Path
     receipt: Receipt
     others: list[RunOutcome] = field(default_factory=list)
+    #: a write failed: what happened and where the receipts went instead (None: written at ``path``)
+    problem: str | None = None
+    #: False when no write succeeded after the failure: the results exist only in ``receipt``
+    saved: bool = True
 
     @property
     def all(self) -> list[RunOutcome]:
@@ -51,19 +57,6 @@ class RunOutcome:
     @property
     def ok(self) -> bool:
         return all(r.status == "valid" for o in self.all for r in o.receipt.results)
-
-
-def out_paths(out: Path | None, names: Sequence[str]) -> list[Path]:
-    """One receipt path per contract: ``out`` itself for one, ``stem.CONTRACT.json`` for several."""
-    base = Path(out) if out is not None else default_out()
-    if len(names) == 1:
-        return [base]
-    return [base.with_name(f"{base.stem}.{n}{base.suffix or '.json'}") for n in names]
-
-
-def default_out() -> Path:
-    stamp = now_iso().replace(":", "").replace("+0000", "Z").replace("-", "")
-    return Path("receipts") / f"run-{stamp}.json"
 
 
 def model_facts(model: Any) -> dict[str, Any]:
@@ -90,11 +83,18 @@ def run(cfg: RunConfig, progress: Progress = lambda s: None, *, clock: HostClock
     :class:`~benchbox.run.interrupt.Interrupted`.
     """
     stop = Stop()
+    this = _Run(cfg, progress, stop, clock, runner_factory, task, points)
     with stop.installed():
         try:
-            return _Run(cfg, progress, stop, clock, runner_factory, task, points).execute()
+            return this.execute()
         except KeyboardInterrupt:
             raise stop.interrupted() from None
+        except BaseException as e:  # sys.exit or a BaseException from task or runner code
+            if not contained(e):
+                raise
+            raise this.ended_by(e) from None
+        finally:
+            this.close()
 
 
 class _Run:
@@ -106,11 +106,28 @@ class _Run:
         self.cfg, self.progress, self.stop = cfg, progress, stop
         self.clock, self.runner_factory, self.given_task = clock, runner_factory, task
         self.points = list(points) if points is not None else None
+        self.output: Output | None = None
+        self.limit = TimeLimit(cfg.case_time_limit_s)
+
+    def close(self) -> None:
+        """Release the receipt paths (after the last write)."""
+        if self.output is not None:
+            self.output.release()
+
+    def ended_by(self, e: BaseException) -> UsageError:
+        """The one line for task or runner code that left the run where nothing contained it."""
+        kept = ""
+        if self.output is not None and self.output.opened:
+            kept = (f"; {len(self.output.receipts[0].results)} result(s) kept in the incomplete receipt "
+                    f"{self.output.where}")
+        return UsageError(f"the run was ended by {describe(e)}{kept}")
 
     def execute(self) -> RunOutcome:
         cfg = self.cfg
         cfg.validate()
         self.contracts = self._contracts()
+        self.output = Output.claim(cfg.out, [c.name for c in self.contracts], cfg.overwrite,
+                                   paths=[p for _, p in self.points] if self.points is not None else None)
         self.task, self.cases = self._task()
         self.policy = cfg.sampling()
         self.baseline = cfg.chosen_baseline
@@ -165,6 +182,14 @@ class _Run:
         return contracts
 
     def _task(self) -> tuple[Task, list[Case]]:
+        try:
+            return self._load_task()
+        except BaseException as e:
+            if not contained(e):
+                raise
+            raise UsageError(f"--task {self.cfg.task}: loading the task ended in {describe(e)}") from None
+
+    def _load_task(self) -> tuple[Task, list[Case]]:
         cfg = self.cfg
         task = self.given_task or load_task(cfg.task, size=cfg.size, dtype=cfg.dtype,
                                             options=dict(cfg.task_options), gate_overrides=dict(cfg.gates))
@@ -192,7 +217,7 @@ class _Run:
         return task, cases
 
     # -- open receipts ----------------------------------------------------------------------
-    def _open_receipts(self) -> build.ReceiptSet:
+    def _open_receipts(self) -> Output:
         from benchbox import environment
 
         cfg = self.cfg
@@ -200,16 +225,17 @@ class _Run:
         settings: dict[str, Any] = {
             "warmup": cfg.warmup, "samples": cfg.samples, "device": cfg.device,
             "sampling": self.policy.describe(), "runners": list(cfg.runners), "baseline": self.baseline,
-            "gates": self.task.gate_thresholds(), "contracts_in_run": [c.name for c in self.contracts]}
+            "gates": self.task.gate_thresholds(), "contracts_in_run": [c.name for c in self.contracts],
+            "case_time_limit_s": cfg.case_time_limit_s}
         if cfg.labels:
             settings["labels"] = dict(cfg.labels)
         if any(c.arrival.open_loop for c in self.contracts):
             settings["overload_bound"] = cfg.load_bound().describe()
         receipts = [build.new_receipt(c, command=cfg.command, environment=env, task=self.task.info(),
                                       cases=self.cases, settings=settings) for c in self.contracts]
-        paths = ([p for _, p in self.points] if self.points is not None
-                 else out_paths(cfg.out, [c.name for c in self.contracts]))
-        book = build.ReceiptSet(paths, receipts)
+        assert self.output is not None
+        book = self.output
+        book.receipts = receipts
         book.save()
         self.stop.receipts = book
         for p in book.paths:
@@ -247,11 +273,18 @@ class _Run:
         self.example = task.preprocess(task.parse(self.cases[0].request))
         ref_runner.prepare(ref_task, ref_model, self.example, PhaseTimer(self.clock))
         references: dict[str, CallTrace] = {}
+        self.reference_failures: dict[str, str] = {}
         for case in self.cases:
             try:
-                references[case.name] = harness.call(ref_task, ref_runner, case.request)
+                with self.limit.guard(f"reference × {case.name}"):
+                    references[case.name] = harness.call(ref_task, ref_runner, case.request)
             except ValueError as e:
                 raise UsageError(f"case {case.name}: invalid request for task {task.name}: {e}") from None
+            except BaseException as e:  # sys.exit or a BaseException: this case's rows fail
+                if not contained(e):
+                    raise
+                self.reference_failures[case.name] = f"reference call failed: {describe(e)}"
+                self.progress(f"{case.name}: {self.reference_failures[case.name]}")
         return references
 
     # -- for each runner: prepare, then each case ---------------------------------------------
@@ -273,18 +306,37 @@ class _Run:
                 runner.prepare(self.task, self.task.build_model(), self.example, phases)
         except UsageError:
             raise
-        except Exception as e:
+        except BaseException as e:  # also sys.exit or a BaseException from task or runner code
+            if not (isinstance(e, Exception) or contained(e)):
+                raise
             self.stop.check()  # a signal during preparation may come back as the library's own error
-            self.progress(f"{name}: preparation failed: {error_line(e)}")
-            report = {"options": opts, "prepare_s": phases.seconds, "error": error_line(e),
+            self.progress(f"{name}: preparation failed: {describe(e)}")
+            report = {"options": opts, "prepare_s": phases.seconds, "error": describe(e),
                       "traceback": traceback.format_exc(limit=8)}
             for case in self.cases:
-                self._record([build.failed_row(name, case, f"preparation failed: {error_line(e)}", report)]
+                self._record([build.failed_row(name, case, f"preparation failed: {describe(e)}", report)]
                              * len(self.contracts))
             return
         for case in self.cases:
             self.stop.check()
-            self._record(self._measure_case(runner, case, phases))
+            self._record(self._contained_case(runner, case, phases))
+
+    def _contained_case(self, runner: Runner, case: Case, phases: PhaseTimer) -> list[ResultRow]:
+        """One (runner, case); sys.exit or a BaseException from task or runner code fails its rows."""
+        failed = self.reference_failures.get(case.name)
+        trace: dict[str, str] = {}
+        if failed is None:
+            try:
+                with self.limit.guard(f"{runner.name} × {case.name}"):
+                    return self._measure_case(runner, case, phases)
+            except BaseException as e:
+                if not contained(e):
+                    raise
+                failed = describe(e)
+                trace["traceback"] = traceback.format_exc(limit=8)
+                self.progress(f"{runner.name} × {case.name}: failed: {failed}")
+        report = {**_report(runner), "prepare_s": dict(phases.seconds), **trace}
+        return [build.failed_row(runner.name, case, failed, report)] * len(self.contracts)
 
     def _measure_case(self, runner: Runner, case: Case, phases: PhaseTimer) -> list[ResultRow]:
         """Validate once (two untimed calls, outside every timed region), then sample every contract."""
@@ -331,7 +383,9 @@ class _Run:
             environment = gpu_state(self.cfg.device)
         comparisons = [compare(r.results, self.baseline, r.calibration) for r in self.receipts.receipts]
         self.receipts.finish(comparisons, environment)
-        first, *rest = [RunOutcome(p, r) for p, r in zip(self.receipts.paths, self.receipts.receipts)]
+        out = self.receipts
+        first, *rest = [RunOutcome(p, r, problem=out.problem, saved=not out.in_memory)
+                        for p, r in zip(out.paths, out.receipts)]
         first.others = rest
         return first
 

@@ -1,19 +1,28 @@
-"""Signals to a real `benchbox run` process: SIGKILL and SIGINT keep every finished result."""
+"""Signals to a real `benchbox run` process: SIGKILL, SIGINT and SIGTERM keep every finished result."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from tests.support import loaded
+import pytest
+
+from tests.support import REPO, loaded
 
 
-def _benchbox(tmp_path: Path, *args: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "benchbox", *args], cwd=tmp_path,
+def _env(**extra: str) -> dict[str, str]:
+    """This tree's benchbox in the child, whatever directory it runs in."""
+    return {**os.environ, "PYTHONPATH": str(REPO), **extra}
+
+
+def _benchbox(tmp_path: Path, *args: str, **env: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "benchbox", *args], cwd=tmp_path, env=_env(**env),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
@@ -67,14 +76,79 @@ def test_sigkill_after_the_first_result_leaves_it_intact(tmp_path: Path) -> None
     assert len(receipt["results"]) < len(receipt["task"]["cases"])  # it was killed part way
 
 
-def test_sigint_exits_130_with_one_line_and_an_incomplete_receipt(tmp_path: Path) -> None:
-    code, err, seen, out = _signal_after_first_row(tmp_path, signal.SIGINT, 200)
-    assert code == 130
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_sigint_and_sigterm_exit_with_one_line_and_an_incomplete_receipt(tmp_path: Path, sig: int,
+                                                                         code: int) -> None:
+    got, err, seen, out = _signal_after_first_row(tmp_path, sig, 200)
+    assert got == code
     text = err.decode()
     assert "Traceback" not in text
-    assert text.rstrip().splitlines()[-1].startswith("benchbox: interrupted (SIGINT)")
+    name = signal.Signals(sig).name
+    assert text.rstrip().splitlines()[-1].startswith(f"benchbox: interrupted ({name})")
     receipt = loaded(out)
     assert receipt["complete"] is False and receipt["interrupted"] is True
     assert receipt["results"][0] == seen["results"][0]
     for row in receipt["results"][1:]:  # the case cut by the interrupt, if it had begun sampling
         assert row["partial"] is True and row["status"] == "invalid" and row["summary"]["n"] >= 1
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every live process below ``pid`` (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(d.name))
+    out, todo = set(), [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.add(c)
+            todo.append(c)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def test_sigterm_during_a_compile_leaves_no_compiler_process_and_no_temporary_folder(tmp_path: Path) -> None:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    out = tmp_path / "r.json"
+    proc = _benchbox(tmp_path, "run", "--runner", "torch-compile", "--case", "invoice", "--samples", "5",
+                     "--warmup", "1", "--out", str(out), TMPDIR=str(tmp))
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(
+        b.decode(errors="replace") for b in iter(proc.stderr.readline, b"")), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    seen: set[int] = set()
+    try:
+        deadline = time.monotonic() + 300
+        while not seen and time.monotonic() < deadline and proc.poll() is None:
+            if any("torch-compile: preparing" in line for line in lines):
+                seen = _descendants(proc.pid)  # the compiler at work (g++ for the CPU)
+            time.sleep(0.02)
+        assert seen, f"no compiler process was seen: {''.join(lines)[-2000:]}"
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reader.join(timeout=10)
+    text = "".join(lines)
+    assert code == 143, text[-2000:]
+    assert "Traceback" not in text
+    assert text.rstrip().splitlines()[-1].startswith("benchbox: interrupted (SIGTERM)")
+    receipt = loaded(out)
+    assert receipt["interrupted"] is True and receipt["complete"] is False
+    time.sleep(1.0)  # a compiler process told to stop has a moment to go
+    assert [p for p in seen if _alive(p)] == []
+    assert sorted(p.name for p in tmp.glob("benchbox-*")) == []
