@@ -76,8 +76,9 @@ def diff_markdown(d: DiffResult) -> str:
     o = d.options
     c = d.contract
     lines = [f"### {title}", "",
-             f"`{d.base}` → `{d.head}` · contract **{c['name']}** ({c['first']}..{c['last']}, "
-             f"{c['clock']} clock, `{str(c['hash'])[:12]}`) · metric {o.metric} · threshold "
+             f"{_md(d.base)} → {_md(d.head)} · contract **{_md(c['name'])}** ({_md(c['first'])}.."
+             f"{_md(c['last'])}, {_md(c['clock'])} clock, {_md(str(c['hash'])[:12])}) · metric {o.metric}"
+             f" · threshold "
              f"±{o.threshold:.1%} · {o.level:.0%} BCa interval, Holm at alpha {o.alpha}"
              + (f" · accepted: {', '.join(sorted(o.accept))}" if o.accept else ""), "",
              f"**{_summary_line(d)}**", ""]
@@ -96,7 +97,7 @@ def diff_markdown(d: DiffResult) -> str:
         why = [r.reason] if r.reason else []
         why += _details(r)
         lines.append(f"| {_md(r.runner)} | {_md(r.case)} | {_MARK.get(r.verdict, '')} **{r.verdict}** "
-                     f"| {bh} | {rc} | {_md('<br>'.join(why))} |")
+                     f"| {bh} | {rc} | {'<br>'.join(_md(w) for w in why)} |")
     return "\n".join(lines) + "\n"
 
 
