@@ -33,6 +33,14 @@ FLAGS: dict[str, dict[str, str]] = {
 }
 
 
+def _echo(text: Any = "", err: bool = False) -> None:
+    """Print text that may carry names from receipts, contracts or tasks: control characters
+    (escape sequences among them) are shown as visible escapes, never sent to the terminal."""
+    from benchbox.render.common import terminal_lines
+
+    click.echo(terminal_lines(str(text)), err=err)
+
+
 def _one_line(text: str) -> str:
     return " / ".join(part.strip() for part in text.splitlines() if part.strip())
 
@@ -43,7 +51,7 @@ def _fail(e: BenchboxError, command: str | None = None) -> NoReturn:
     if isinstance(e, FieldError):
         flag = FLAGS.get(command or "", {}).get(e.field)
         message = f"{flag or e.field}: {e.message}"
-    click.echo(prefix + _one_line(message), err=True)
+    _echo(prefix + _one_line(message), err=True)
     sys.exit(e.exit_code)
 
 
@@ -81,10 +89,10 @@ class _Group(click.Group):
             hint = ""
             if isinstance(e, click.UsageError) and e.ctx is not None:
                 hint = f" (see '{e.ctx.command_path} --help')"
-            click.echo(f"benchbox: error: {_one_line(e.format_message())}{hint}", err=True)
+            _echo(f"benchbox: error: {_one_line(e.format_message())}{hint}", err=True)
             sys.exit(e.exit_code)
         except click.exceptions.Abort:
-            click.echo("benchbox: interrupted", err=True)
+            _echo("benchbox: interrupted", err=True)
             sys.exit(130)
         sys.exit(rv if isinstance(rv, int) and not isinstance(rv, bool) else 0)
 
@@ -237,10 +245,10 @@ def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_:
         runner_options=_runner_options(runners, aliases, runner_option),
         task_options=_pairs(task_option, "--task-option"), gates=_pairs(gate, "--gate"),
         labels=_labels(label), command=tuple(["benchbox", *sys.argv[1:]]))
-    outcome = do_run(cfg, progress=lambda s: click.echo(s, err=True))
+    outcome = do_run(cfg, progress=lambda s: _echo(s, err=True))
     for o in outcome.all:
-        click.echo(results_table(o.receipt))
-        click.echo(f"receipt written to {o.path}")
+        _echo(results_table(o.receipt))
+        _echo(f"receipt written to {o.path}")
     sys.exit(0 if outcome.ok else 1)
 
 
@@ -263,11 +271,11 @@ def matrix(plan: Path, store: Path, executor: str, ray_address: str | None, revi
 
     p = load_plan(plan)
     if dry_run:
-        click.echo(render_preview(preview(p, store, revision)))
+        _echo(render_preview(preview(p, store, revision)))
         return
     result = run_matrix(p, store, executor, ray_address, revision, force,
-                        progress=lambda s: click.echo(s, err=True))
-    click.echo(render_result(result))
+                        progress=lambda s: _echo(s, err=True))
+    _echo(render_result(result))
     sys.exit(result.exit_code)
 
 
@@ -279,9 +287,9 @@ def show(receipts: tuple[Path, ...]) -> None:
     from benchbox.render import results_table, side_by_side
 
     if len(receipts) == 1:
-        click.echo(results_table(load_receipt(receipts[0])))
+        _echo(results_table(load_receipt(receipts[0])))
         return
-    click.echo(side_by_side([load_receipt(r) for r in receipts], [str(r) for r in receipts]))
+    _echo(side_by_side([load_receipt(r) for r in receipts], [str(r) for r in receipts]))
 
 
 def _threshold(raw: str) -> float:
@@ -318,7 +326,7 @@ def diff(base: Path, head: Path, threshold: str, metric: str, accept: tuple[str,
         render.write_step_summary(render.refused_markdown(str(e)))
         raise
     shown = {"table": render.diff_table, "markdown": render.diff_markdown, "json": render.diff_json}[fmt]
-    click.echo(shown(result))
+    _echo(shown(result))
     render.write_step_summary(render.diff_markdown(result))
     sys.exit(result.exit_code)
 
@@ -334,7 +342,7 @@ def export(receipt: Path, fmt: str, output: Path | None) -> None:
     from benchbox.receipts.export import default_output, export_receipt
 
     path = export_receipt(load_receipt(receipt), fmt, output or default_output(receipt, fmt))
-    click.echo(f"wrote {path}")
+    _echo(f"wrote {path}")
 
 
 @main.command()
@@ -349,7 +357,7 @@ def plot(receipts: tuple[Path, ...], output: Path, kind: str, threshold: str) ->
     """Draw a figure from receipts: p50/p99 per case, stages, distributions, or a diff."""
     from benchbox.plots import render
 
-    click.echo(f"wrote {render(receipts, output, kind, _threshold(threshold))}")
+    _echo(f"wrote {render(receipts, output, kind, _threshold(threshold))}")
 
 
 @main.command()
@@ -360,14 +368,14 @@ def contracts(name: str | None) -> None:
 
     if name is None:
         for c in builtin_contracts():
-            click.echo(f"{c.name:<24} {c.first}..{c.last:<12} {c.clock:<7} {c.description}")
+            _echo(f"{c.name:<24} {c.first}..{c.last:<12} {c.clock:<7} {c.description}")
         return
     c = load_contract(name)
-    click.echo(f"{c.name} (version {c.version}, {c.clock} clock, hash {c.hash[:16]})")
-    click.echo(c.description)
+    _echo(f"{c.name} (version {c.version}, {c.clock} clock, hash {c.hash[:16]})")
+    _echo(c.description)
     for s in STAGES:
-        click.echo(f"  {'[x]' if s in c.stages else '[ ]'} {s}")
-    click.echo("policy: " + ", ".join(f"{k}={v}" for k, v in c.canonical()["policy"].items()))
+        _echo(f"  {'[x]' if s in c.stages else '[ ]'} {s}")
+    _echo("policy: " + ", ".join(f"{k}={v}" for k, v in c.canonical()["policy"].items()))
 
 
 @main.command()
@@ -378,11 +386,11 @@ def tasks(task_specs: tuple[str, ...]) -> None:
     from benchbox.tasks import describe_tasks
 
     for info in describe_tasks(task_specs):
-        click.echo(f"{info.name} ({info.spec})")
-        click.echo(f"  cases:  {', '.join(info.cases)}")
-        click.echo(f"  dtypes: {', '.join(info.dtypes)}")
+        _echo(f"{info.name} ({info.spec})")
+        _echo(f"  cases:  {', '.join(info.cases)}")
+        _echo(f"  dtypes: {', '.join(info.dtypes)}")
         for s in info.sizes:
-            click.echo(f"  {s.name:<8} {s.parameters:>13,} parameters  {s.detail}".rstrip())
+            _echo(f"  {s.name:<8} {s.parameters:>13,} parameters  {s.detail}".rstrip())
 
 
 @main.command()
@@ -393,7 +401,7 @@ def runners(device: str) -> None:
 
     for name in RUNNERS:
         reason = availability(name, device)
-        click.echo(f"{name:<16} {'ready' if reason is None else reason}")
+        _echo(f"{name:<16} {'ready' if reason is None else reason}")
 
 
 @main.command()
@@ -416,9 +424,9 @@ def selfcheck(runner: str, device: str, flavours: tuple[str, ...], samples: int,
 
     result = run_selfcheck(SelfCheckConfig(runner=runner, device=device, flavours=flavours,
                                            samples=samples, warmup=warmup, out_dir=out_dir),
-                           progress=lambda s: click.echo(s, err=True))
-    click.echo(result.verdict_text())
-    click.echo(f"verdict written to {result.verdict_path}")
+                           progress=lambda s: _echo(s, err=True))
+    _echo(result.verdict_text())
+    _echo(f"verdict written to {result.verdict_path}")
     sys.exit(result.exit_code)
 
 
@@ -438,10 +446,10 @@ def store_add(receipts: tuple[Path, ...], root: Path) -> None:
 
     result = Store(root).add(receipts)
     for e in result.added:
-        click.echo(f"added   {e.identity[:16]}  {e.source}")
+        _echo(f"added   {e.identity[:16]}  {e.source}")
     for e in result.present:
-        click.echo(f"present {e.identity[:16]}  {e.source}")
-    click.echo(f"{len(result.added)} added, {len(result.present)} already in {root}")
+        _echo(f"present {e.identity[:16]}  {e.source}")
+    _echo(f"{len(result.added)} added, {len(result.present)} already in {root}")
 
 
 @main.command()
@@ -475,10 +483,10 @@ def report(store_dir: Path, output: Path, threshold: str, metric: str, alpha: fl
     least = th if min_change is None else pct(min_change, "--min-change")
     det = Detector(max_pvalue=max_pvalue, min_change=least)
     r = build_report(store_dir, output, opts, det)
-    click.echo(f"wrote {r.out}/index.html: {len(r.pages)} page(s), {r.series} series, {r.points} points, "
+    _echo(f"wrote {r.out}/index.html: {len(r.pages)} page(s), {r.series} series, {r.points} points, "
                f"{r.receipts} receipts, {r.diffs} diffs, {len(r.changes)} change point(s)")
     for c in r.changes:
-        click.echo(f"  change {c.change:+.1%} at {(c.commit or 'no commit')[:12]}: {c.case} · {c.runner} "
+        _echo(f"  change {c.change:+.1%} at {(c.commit or 'no commit')[:12]}: {c.case} · {c.runner} "
                    f"({c.group}) in {c.page}; diff verdict {c.verdict}")
 
 
