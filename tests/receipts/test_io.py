@@ -211,3 +211,29 @@ def test_broken_or_missing_migrations_are_usage_errors(monkeypatch: pytest.Monke
     monkeypatch.setitem(io.MIGRATIONS, 1, lambda r: r)  # forgets to advance the version
     with pytest.raises(UsageError, match="did not advance"):
         loaded(GOLDEN_V1)
+
+
+# -- the contract hash is recomputed, never trusted --------------------------------------------
+
+def test_a_receipt_declaring_another_contract_under_the_public_calls_hash_is_refused(
+        tmp_path: Path) -> None:
+    from benchbox.contracts import load_contract
+
+    doc = json.loads(GOLDEN.read_text())
+    public = load_contract("public_task_call_wall")
+    assert doc["contract"]["hash"] == public.hash
+    edited = {**load_contract("model_io_wall").to_dict(), "hash": public.hash}
+    doc["contract"] = edited
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(doc))
+    for args in (["show", str(path)], ["diff", str(GOLDEN), str(path)], ["diff", str(path), str(GOLDEN)]):
+        line = one_line_exit_2(args)
+        assert "hash" in line and "edited.json" in line, line
+
+
+def test_first_and_last_must_match_the_stages(tmp_path: Path) -> None:
+    doc = json.loads(GOLDEN.read_text())
+    doc["contract"]["first"] = "compute"
+    path = tmp_path / "first.json"
+    path.write_text(json.dumps(doc))
+    assert "first" in one_line_exit_2(["show", str(path)])

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from benchbox.cli import main
+from benchbox.contracts import load_contract
 from benchbox.receipts.diff import diff_receipts
 from benchbox.receipts.model import decode_receipt
 from benchbox.render import diff_markdown, refused_markdown
@@ -23,7 +25,7 @@ EVIL_CASE = "invoice |\n<!-- | x\n# no regression\n[click](https://evil.example)
 
 def _receipts(slower: float) -> tuple[dict, dict]:
     base = json.loads(GOLDEN.read_text())
-    base["contract"]["name"] = EVIL_CONTRACT
+    base["contract"] = replace(load_contract("public_task_call_wall"), name=EVIL_CONTRACT).to_dict()
     base["results"][0]["case"] = EVIL_CASE
     base["results"][0]["reasons"] = ["why\n<!--"]
     head = json.loads(json.dumps(base))
@@ -55,7 +57,7 @@ def test_a_contract_name_with_a_newline_and_a_comment_cannot_hide_the_regression
 def test_step_summary_of_a_diff_escapes_receipt_text(tmp_path: Path) -> None:
     base, head = _receipts(slower=3.0)
     for doc in (base, head):  # a name the loader accepts: no control characters
-        doc["contract"]["name"] = "public_task_call_wall"
+        doc["contract"] = json.loads(GOLDEN.read_text())["contract"]
     (tmp_path / "b.json").write_text(json.dumps(base))
     (tmp_path / "h.json").write_text(json.dumps(head))
     summary = tmp_path / "summary.md"
