@@ -64,3 +64,16 @@ def dup_cases(**kw: Any) -> DupCaseTask:
 
 def int_name(**kw: Any) -> IntNameTask:
     return IntNameTask(**kw)
+
+
+@dataclass
+class ManyCaseTask(_Sleepless):
+    """``n`` cases (task option, default 200)."""
+
+    def cases(self) -> list[Case]:
+        n = int(self.options.get("n", 200))
+        return [Case(f"c{i}", b'{"case": "c", "x": [1, 2, 3, 4]}') for i in range(n)]
+
+
+def many(**kw: Any) -> ManyCaseTask:
+    return ManyCaseTask(**kw)
