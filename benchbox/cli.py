@@ -41,6 +41,14 @@ FLAGS: dict[str, dict[str, str]] = {
 }
 
 
+def _echo(text: Any = "", err: bool = False) -> None:
+    """Print text that may carry names from receipts, contracts or tasks: control characters
+    (escape sequences among them) are shown as visible escapes, never sent to the terminal."""
+    from benchbox.render.common import terminal_lines
+
+    click.echo(terminal_lines(str(text)), err=err)
+
+
 def _one_line(text: str) -> str:
     return " / ".join(part.strip() for part in text.splitlines() if part.strip())
 
@@ -56,7 +64,7 @@ def _fail(e: BenchboxError, command: str | None = None) -> NoReturn:
     if isinstance(e, FieldError):
         flag = FLAGS.get(command or "", {}).get(e.field)
         message = f"{flag or e.field}: {e.message}"
-    click.echo(prefix + _one_line(message), err=True)
+    _echo(prefix + _one_line(message), err=True)
     sys.exit(e.exit_code)
 
 
@@ -94,13 +102,13 @@ class _Group(click.Group):
             hint = ""
             if isinstance(e, click.UsageError) and e.ctx is not None:
                 hint = f" (see '{e.ctx.command_path} --help')"
-            click.echo(f"benchbox: error: {_one_line(e.format_message())}{hint}", err=True)
+            _echo(f"benchbox: error: {_one_line(e.format_message())}{hint}", err=True)
             sys.exit(e.exit_code)
         except click.exceptions.Abort:
             from benchbox.run.interrupt import ignore_further_signals
 
             ignore_further_signals()
-            click.echo("benchbox: interrupted", err=True)
+            _echo("benchbox: interrupted", err=True)
             sys.exit(130)
         sys.exit(rv if isinstance(rv, int) and not isinstance(rv, bool) else 0)
 
@@ -296,12 +304,12 @@ def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_:
         task_options=_pairs(task_option, "--task-option"), gates=_pairs(gate, "--gate"),
         labels=_labels(label), command=tuple(["benchbox", *sys.argv[1:]]), gap_ms=_gap_ms(gap_ms),
         rate_per_s=_rate(rate_per_s), idle=idle, max_backlog=max_backlog, max_queue_ms=max_queue_ms)
-    outcome = do_run(cfg, progress=lambda s: click.echo(s, err=True))
+    outcome = do_run(cfg, progress=lambda s: _echo(s, err=True))
     for o in outcome.all:
-        click.echo(results_table(o.receipt))
-        click.echo(f"receipt written to {o.path}" if o.saved else "receipt NOT written (see below)")
+        _echo(results_table(o.receipt))
+        _echo(f"receipt written to {o.path}" if o.saved else "receipt NOT written (see below)")
     if outcome.problem:  # a write failed: the rows are elsewhere or only in the table
-        click.echo(f"benchbox: error: {_one_line(outcome.problem)}", err=True)
+        _echo(f"benchbox: error: {_one_line(outcome.problem)}", err=True)
     sys.exit(0 if outcome.ok and not outcome.problem else 1)
 
 
@@ -354,12 +362,12 @@ def sweep(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners
     gaps_ms = tuple(float(g) for g in (_gap_ms(raw) for raw in gaps) if g is not None)
     cfg = SweepConfig(run=run_cfg, out_dir=out_dir, gaps_ms=gaps_ms, rates=tuple(rates),
                       idles=tuple(idles) or ("sleep",))
-    outcome = do_sweep(cfg, progress=lambda s: click.echo(s, err=True))
+    outcome = do_sweep(cfg, progress=lambda s: _echo(s, err=True))
     for r, t in outcome.throughput_per_s.items():
-        click.echo(f"{r}: back-to-back throughput {t:,.0f} calls/s")
+        _echo(f"{r}: back-to-back throughput {t:,.0f} calls/s")
     for o in outcome.overloaded:
-        click.echo(f"overloaded: {o}")
-    click.echo(f"{len(outcome.receipts)} receipts; index written to {outcome.index}")
+        _echo(f"overloaded: {o}")
+    _echo(f"{len(outcome.receipts)} receipts; index written to {outcome.index}")
     sys.exit(0 if outcome.ok else 1)
 
 
@@ -382,11 +390,11 @@ def matrix(plan: Path, store: Path, executor: str, ray_address: str | None, revi
 
     p = load_plan(plan)
     if dry_run:
-        click.echo(render_preview(preview(p, store, revision)))
+        _echo(render_preview(preview(p, store, revision)))
         return
     result = run_matrix(p, store, executor, ray_address, revision, force,
-                        progress=lambda s: click.echo(s, err=True))
-    click.echo(render_result(result))
+                        progress=lambda s: _echo(s, err=True))
+    _echo(render_result(result))
     sys.exit(result.exit_code)
 
 
@@ -398,9 +406,9 @@ def show(receipts: tuple[Path, ...]) -> None:
     from benchbox.render import results_table, side_by_side
 
     if len(receipts) == 1:
-        click.echo(results_table(load_receipt(receipts[0])))
+        _echo(results_table(load_receipt(receipts[0])))
         return
-    click.echo(side_by_side([load_receipt(r) for r in receipts], [str(r) for r in receipts]))
+    _echo(side_by_side([load_receipt(r) for r in receipts], [str(r) for r in receipts]))
 
 
 @main.command()
@@ -421,7 +429,7 @@ def combine(receipts: tuple[Path, ...], output: Path) -> None:
         raise UsageError(f"{output} exists: choose another --output")
     joined = join([load_receipt(r) for r in receipts], [str(r) for r in receipts])
     write_receipt(output, joined)
-    click.echo(f"wrote {output}: {len(receipts)} runs as rounds of {len(joined.results)} rows")
+    _echo(f"wrote {output}: {len(receipts)} runs as rounds of {len(joined.results)} rows")
 
 
 def _threshold(raw: str) -> float:
@@ -458,7 +466,7 @@ def diff(base: Path, head: Path, threshold: str, metric: str, accept: tuple[str,
         render.write_step_summary(render.refused_markdown(str(e)))
         raise
     shown = {"table": render.diff_table, "markdown": render.diff_markdown, "json": render.diff_json}[fmt]
-    click.echo(shown(result))
+    _echo(shown(result))
     render.write_step_summary(render.diff_markdown(result))
     sys.exit(result.exit_code)
 
@@ -474,7 +482,7 @@ def export(receipt: Path, fmt: str, output: Path | None) -> None:
     from benchbox.receipts.export import default_output, export_receipt
 
     path = export_receipt(load_receipt(receipt), fmt, output or default_output(receipt, fmt))
-    click.echo(f"wrote {path}")
+    _echo(f"wrote {path}")
 
 
 @main.command()
@@ -490,7 +498,7 @@ def plot(receipts: tuple[Path, ...], output: Path, kind: str, threshold: str) ->
     """Draw a figure from receipts: p50/p99 per case, stages, distributions, or a diff."""
     from benchbox.plots import render
 
-    click.echo(f"wrote {render(receipts, output, kind, _threshold(threshold))}")
+    _echo(f"wrote {render(receipts, output, kind, _threshold(threshold))}")
 
 
 @main.command()
@@ -501,18 +509,18 @@ def contracts(name: str | None) -> None:
 
     if name is None:
         for c in builtin_contracts():
-            click.echo(f"{c.name:<24} {c.first}..{c.last:<12} {c.clock:<7} {c.description}")
+            _echo(f"{c.name:<24} {c.first}..{c.last:<12} {c.clock:<7} {c.description}")
             if c.arrival.paced:
-                click.echo(f"{'':<24} arrival: {c.arrival.label()}")
+                _echo(f"{'':<24} arrival: {c.arrival.label()}")
         return
     c = load_contract(name)
-    click.echo(f"{c.name} (version {c.version}, {c.clock} clock, hash {c.hash[:16]})")
-    click.echo(c.description)
+    _echo(f"{c.name} (version {c.version}, {c.clock} clock, hash {c.hash[:16]})")
+    _echo(c.description)
     for s in (TIMELINE if c.arrival.open_loop or c.includes_queue else STAGES):
         note = "  (wait from the scheduled arrival to the call's start)" if s == QUEUE else ""
-        click.echo(f"  {'[x]' if s in c.stages else '[ ]'} {s}{note}")
-    click.echo(f"arrival: {c.arrival.label()}")
-    click.echo("policy: " + ", ".join(f"{k}={v}" for k, v in c.canonical()["policy"].items()))
+        _echo(f"  {'[x]' if s in c.stages else '[ ]'} {s}{note}")
+    _echo(f"arrival: {c.arrival.label()}")
+    _echo("policy: " + ", ".join(f"{k}={v}" for k, v in c.canonical()["policy"].items()))
 
 
 @main.command()
@@ -523,11 +531,11 @@ def tasks(task_specs: tuple[str, ...]) -> None:
     from benchbox.tasks import describe_tasks
 
     for info in describe_tasks(task_specs):
-        click.echo(f"{info.name} ({info.spec})")
-        click.echo(f"  cases:  {', '.join(info.cases)}")
-        click.echo(f"  dtypes: {', '.join(info.dtypes)}")
+        _echo(f"{info.name} ({info.spec})")
+        _echo(f"  cases:  {', '.join(info.cases)}")
+        _echo(f"  dtypes: {', '.join(info.dtypes)}")
         for s in info.sizes:
-            click.echo(f"  {s.name:<8} {s.parameters:>13,} parameters  {s.detail}".rstrip())
+            _echo(f"  {s.name:<8} {s.parameters:>13,} parameters  {s.detail}".rstrip())
 
 
 @main.command()
@@ -538,7 +546,7 @@ def runners(device: str) -> None:
 
     for name in RUNNERS:
         reason = availability(name, device)
-        click.echo(f"{name:<16} {'ready' if reason is None else reason}")
+        _echo(f"{name:<16} {'ready' if reason is None else reason}")
 
 
 @main.command()
@@ -561,9 +569,9 @@ def selfcheck(runner: str, device: str, flavours: tuple[str, ...], samples: int,
 
     result = run_selfcheck(SelfCheckConfig(runner=runner, device=device, flavours=flavours,
                                            samples=samples, warmup=warmup, out_dir=out_dir),
-                           progress=lambda s: click.echo(s, err=True))
-    click.echo(result.verdict_text())
-    click.echo(f"verdict written to {result.verdict_path}")
+                           progress=lambda s: _echo(s, err=True))
+    _echo(result.verdict_text())
+    _echo(f"verdict written to {result.verdict_path}")
     sys.exit(result.exit_code)
 
 
@@ -583,10 +591,10 @@ def store_add(receipts: tuple[Path, ...], root: Path) -> None:
 
     result = Store(root).add(receipts)
     for e in result.added:
-        click.echo(f"added   {e.identity[:16]}  {e.source}")
+        _echo(f"added   {e.identity[:16]}  {e.source}")
     for e in result.present:
-        click.echo(f"present {e.identity[:16]}  {e.source}")
-    click.echo(f"{len(result.added)} added, {len(result.present)} already in {root}")
+        _echo(f"present {e.identity[:16]}  {e.source}")
+    _echo(f"{len(result.added)} added, {len(result.present)} already in {root}")
 
 
 @main.command()
@@ -620,10 +628,10 @@ def report(store_dir: Path, output: Path, threshold: str, metric: str, alpha: fl
     least = th if min_change is None else pct(min_change, "--min-change")
     det = Detector(max_pvalue=max_pvalue, min_change=least)
     r = build_report(store_dir, output, opts, det)
-    click.echo(f"wrote {r.out}/index.html: {len(r.pages)} page(s), {r.series} series, {r.points} points, "
+    _echo(f"wrote {r.out}/index.html: {len(r.pages)} page(s), {r.series} series, {r.points} points, "
                f"{r.receipts} receipts, {r.diffs} diffs, {len(r.changes)} change point(s)")
     for c in r.changes:
-        click.echo(f"  change {c.change:+.1%} at {(c.commit or 'no commit')[:12]}: {c.case} · {c.runner} "
+        _echo(f"  change {c.change:+.1%} at {(c.commit or 'no commit')[:12]}: {c.case} · {c.runner} "
                    f"({c.group}) in {c.page}; diff verdict {c.verdict}")
 
 

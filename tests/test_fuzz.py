@@ -14,6 +14,7 @@ import json
 import math
 import os
 import random
+import re
 import tempfile
 import traceback
 from collections.abc import Callable
@@ -28,16 +29,20 @@ from hypothesis import strategies as st
 from benchbox.contracts import STAGES, TIMELINE, contract_from_dict, parse_contract_toml
 from benchbox.contracts.model import builtin_names
 from benchbox.errors import UsageError
+from benchbox.plots._common import plain_text
 from benchbox.receipts import parse_receipt, write_receipt
-from benchbox.receipts.model import ResultRow
+from benchbox.receipts.model import Receipt, ResultRow
 from benchbox.render import results_table
 from benchbox.stats import quantile_ci, summarize
 from tests.support import BUILTIN_CONTRACTS, GOLDEN, loaded
 
 EXAMPLES = int(os.environ.get("BENCHBOX_FUZZ_EXAMPLES", "6000"))
 SEED = int(os.environ.get("BENCHBOX_FUZZ_SEED", "0"))
-#: accepted mutants that are also diffed against the original (the diff is slower)
+#: accepted mutants that are also diffed against the original (the diff is slower), exported
+#: (pyperf and a polars frame, in memory) and drawn (one kind of figure in turn, the slowest)
 DIFF_EVERY = 20
+EXPORT_EVERY = 5
+PLOT_EVERY = 40
 BUILTIN = BUILTIN_CONTRACTS
 
 # -- mutation engine -------------------------------------------------------------------------
@@ -154,6 +159,25 @@ def _failure(kind: str, i: int, data: Any, e: BaseException) -> str:
             f"input: {shown}\n{''.join(traceback.format_exception(e, limit=-4))}")
 
 
+def _export(r: Receipt) -> None:
+    from benchbox.receipts.export import to_frame, to_pyperf
+
+    to_frame(r)
+    to_pyperf(r)
+
+
+def _plot(r: Receipt, golden: Receipt, turn: int) -> None:
+    import io
+
+    from benchbox.plots import KINDS, LabelledReceipt, figure
+
+    kind = list(KINDS)[turn % len(KINDS)]
+    pair = [LabelledReceipt("golden", golden), LabelledReceipt("mutant", r)]
+    fig = figure(pair if kind == "diff" else pair[1:], kind)
+    with plain_text():
+        fig.savefig(io.BytesIO(), format="png", dpi=40)
+
+
 # -- the fuzz tests --------------------------------------------------------------------------
 
 def test_fuzz_receipts_only_usage_errors() -> None:
@@ -180,10 +204,14 @@ def test_fuzz_receipts_only_usage_errors() -> None:
         except Exception as e:  # noqa: BLE001 - the point: nothing but UsageError may escape
             pytest.fail(_failure("receipt", i, blob, e))
         accepted += 1
-        try:  # what `benchbox show` and `benchbox diff` do with an accepted receipt
+        try:  # what `benchbox show`, `diff`, `export` and `plot` do with an accepted receipt
             results_table(r)
             if accepted % DIFF_EVERY == 0:
                 diff_receipts(golden_receipt, r)
+            if accepted % EXPORT_EVERY == 0:
+                _export(r)
+            if accepted % PLOT_EVERY == 0:
+                _plot(r, golden_receipt, accepted // PLOT_EVERY)
         except UsageError:
             pass
         except Exception as e:  # noqa: BLE001
@@ -353,3 +381,68 @@ def test_arbitrary_contract_tables_give_usage_errors_only(d: Any) -> None:
         assert "\n" not in str(e)
         return
     assert c.stages and not math.isnan(float(c.version))
+
+
+# -- a markdown and terminal-escape corpus ----------------------------------------------------
+
+HOSTILE = ["|", "\n", "\r", "\r\n", "<!--", "-->", "<script>", "&amp;", "&", "`", "```", "[x](https://e.x)",
+           "![i](u)", "*", "**", "_", "#", "\n# h", "~~", "\\", "> q", "- ", "1. ", "\x1b]52;c;aGk=\x07",
+           "\x1b[2J", "\x1b[31m", "\x9b2J", "\x9d0;t\x9c", "\x07", "\x00", "\x7f", "\t", "\x0b", "\x85",
+           "\u2028", "\u202e", "\u2066", "$x$", "$\\foo$", "$a^$", "{", "}", "@user", "é", "名", "a", "b"]
+CORPUS_EXAMPLES = max(50, EXAMPLES // 20)
+#: terminal output may carry newlines between lines, nothing else below U+0020 or in C1
+TERMINAL_CONTROL = re.compile("[\\x00-\\x09\\x0b-\\x1f\\x7f-\\x9f\\u2028\\u2029"
+                              "\\u202a-\\u202e\\u2066-\\u2069]")
+
+
+def _hostile(rng: random.Random) -> str:
+    return "".join(rng.choice(HOSTILE) for _ in range(rng.randint(1, 6)))
+
+
+def _hostile_pair(rng: random.Random) -> tuple[dict[str, Any], dict[str, Any]]:
+    from benchbox.contracts import load_contract
+
+    doc = json.loads(GOLDEN.read_text())
+    contract = dataclasses.replace(load_contract("public_task_call_wall"), name=_hostile(rng))
+    doc["contract"] = contract.to_dict()
+    doc["environment"] = {"device": _hostile(rng)}
+    doc["task"]["name"] = _hostile(rng)
+    names = [_hostile(rng) for _ in doc["results"]]
+    for row, name in zip(doc["results"], names):
+        row[rng.choice(["runner", "case"])] = name
+        row["reasons"] = [_hostile(rng)]
+    doc.pop("comparisons", None)
+    head = copy.deepcopy(doc)
+    for row in head["results"]:
+        row["samples_ns"] = [v * 2 for v in row["samples_ns"]]
+    return doc, head
+
+
+def test_fuzz_markdown_and_terminal_output_of_hostile_names() -> None:
+    from benchbox.receipts.diff import diff_receipts
+    from benchbox.receipts.model import decode_receipt
+    from benchbox.render import diff_markdown, diff_table, side_by_side
+
+    rng = random.Random(SEED + 2)
+    for i in range(CORPUS_EXAMPLES):
+        base_doc, head_doc = _hostile_pair(rng)
+        try:
+            base, head = decode_receipt(base_doc, "base"), decode_receipt(head_doc, "head")
+            d = diff_receipts(base, head)
+        except UsageError:
+            continue  # e.g. two rows that the names made identical
+        except Exception as e:  # noqa: BLE001
+            pytest.fail(_failure("hostile receipt", i, base_doc["results"], e))
+        md = diff_markdown(d)
+        lines = md.split("\n")
+        assert "<" not in md.replace("<br>", "") and "\r" not in md, (i, md)
+        assert [ln for ln in lines if ln.startswith("#")] == [lines[0]], (i, md)
+        table = [ln for ln in lines if ln.startswith("|")]
+        assert len(table) == 2 + len(d.rows), (i, md)
+        assert all(len(re.findall(r"(?<!\\)\|", ln)) == 7 for ln in table), (i, md)
+        plain = [results_table(base), diff_table(d), side_by_side([base, head], ["a", "b"])]
+        for text in plain:
+            assert not TERMINAL_CONTROL.search(text), (i, text)
+        if i % 10 == 0:
+            _export(base)
+            _plot(head, base, i // 10)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchbox.contracts.model import check_toml_shape
 from benchbox.errors import UsageError
 
 #: axis → the value used when the plan does not name the axis
@@ -194,7 +195,11 @@ def load_plan(path: str | Path) -> Plan:
     except (OSError, ValueError) as e:
         raise UsageError(f"{p}: cannot read: {getattr(e, 'strerror', None) or e}") from None
     try:
-        data = tomllib.loads(blob.decode("utf-8"))
+        text = blob.decode("utf-8")
+        check_toml_shape(text, str(p))
+        data = tomllib.loads(text)
+    except RecursionError:
+        raise UsageError(f"{p}: not a plan: nested too deeply") from None
     except UnicodeDecodeError:
         raise UsageError(f"{p}: not a plan: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as e:

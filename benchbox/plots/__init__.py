@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchbox.errors import UsageError
-from benchbox.plots._common import LabelledReceipt
+from benchbox.plots._common import LabelledReceipt, display_text, for_display, plain_text
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -49,9 +49,11 @@ def figure(receipts: Sequence[LabelledReceipt], kind: str = "quantiles",
     if not receipts:
         raise UsageError("no receipts to plot")
     mod = importlib.import_module(KINDS[kind])
-    if kind == "diff":
-        return mod.figure(receipts, threshold=threshold)
-    return mod.figure(receipts)
+    shown = [LabelledReceipt(display_text(r.label), for_display(r.data)) for r in receipts]
+    with plain_text():
+        if kind == "diff":
+            return mod.figure(shown, threshold=threshold)
+        return mod.figure(shown)
 
 
 def check_output(out: Path) -> str:
@@ -87,7 +89,8 @@ def save(fig: Figure, out: Path, fmt: str) -> None:
     if not out.parent.is_dir():
         raise UsageError(f"{out}: folder {out.parent} does not exist")
     try:
-        fig.savefig(out, format=fmt, dpi=150, metadata={"Software": "benchbox"}
-                    if fmt == "png" else {"Creator": "benchbox"})
+        with plain_text():
+            fig.savefig(out, format=fmt, dpi=150, metadata={"Software": "benchbox"}
+                        if fmt == "png" else {"Creator": "benchbox"})
     except OSError as e:
         raise UsageError(f"{out}: cannot write: {e.strerror or e}") from None

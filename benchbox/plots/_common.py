@@ -348,3 +348,53 @@ def status_handles() -> dict[str, Any]:
         "failed": Patch(facecolor="#f2f2f2", edgecolor="#b0b0b0", hatch="xx",
                         label="failed: no measurement"),
     }
+
+
+#: Longest name shown in a figure (runner, case, task, contract, device); longer ones are cut.
+DISPLAY_LIMIT = 80
+
+
+def display_text(text: Any) -> str:
+    """A name from a receipt as a figure shows it: control characters made visible, cut to
+    :data:`DISPLAY_LIMIT` characters (a megabyte of name would overflow the rasterizer)."""
+    from benchbox.render.common import terminal
+
+    s = terminal(str(text)[: DISPLAY_LIMIT * 2])
+    return s if len(s) <= DISPLAY_LIMIT else s[: DISPLAY_LIMIT - 1] + "…"
+
+
+def for_display(receipt: Receipt) -> Receipt:
+    """The receipt with every name a figure draws passed through :func:`display_text`."""
+    from dataclasses import replace
+
+    t = receipt.task
+    task = replace(t, name=display_text(t.name), size=display_text(t.size),
+                   cases=tuple(replace(c, name=display_text(c.name)) for c in t.cases))
+    env = dict(receipt.environment)
+    for key in ("device", "cpu"):
+        if key in env:
+            env[key] = display_text(env[key])
+    if isinstance(env.get("gpu"), dict) and env["gpu"].get("name"):
+        env["gpu"] = {**env["gpu"], "name": display_text(env["gpu"]["name"])}
+    settings = dict(receipt.settings or {})
+    if isinstance(settings.get("runners"), list):
+        settings["runners"] = [display_text(r) if isinstance(r, str) else r for r in settings["runners"]]
+    if isinstance(settings.get("baseline"), str):
+        settings["baseline"] = display_text(settings["baseline"])
+    rows = tuple(replace(r, runner=display_text(r.runner), case=display_text(r.case),
+                         reasons=tuple(display_text(x) for x in r.reasons)) for r in receipt.results)
+    comp = receipt.comparisons
+    if comp is not None and comp.baseline is not None:
+        comp = replace(comp, baseline=display_text(comp.baseline))
+    return replace(receipt, task=task, environment=env, settings=settings or receipt.settings,
+                   results=rows, comparisons=comp,
+                   contract=replace(receipt.contract, name=display_text(receipt.contract.name)))
+
+
+def plain_text() -> Any:
+    """A context in which matplotlib draws text as given: no ``$...$`` mathtext parsing."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise MissingExtraError("matplotlib", "analysis") from None
+    return matplotlib.rc_context({"text.parse_math": False})

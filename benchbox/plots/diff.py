@@ -118,7 +118,8 @@ def figure(receipts: Sequence[LabelledReceipt], threshold: float = 0.05) -> Figu
             colour = VERDICT_COLOURS.get(m.verdict, "#4d4d4d")
             if m.ci is not None:
                 lo, hi = m.ci
-                ax.errorbar([m.ratio], [sy], xerr=[[m.ratio - lo], [hi - m.ratio]], fmt="o", ms=6,
+                err = [[max(0.0, m.ratio - lo)], [max(0.0, hi - m.ratio)]]
+                ax.errorbar([m.ratio], [sy], xerr=err, fmt="o", ms=6,
                             color=colour, capsize=3, lw=1.4, zorder=3)
             else:
                 ax.plot([m.ratio], [sy], "o", ms=7, mfc="white", mec=colour, mew=1.6, zorder=3)

@@ -56,7 +56,8 @@ def figure(receipts: Sequence[LabelledReceipt]) -> Figure:
         here = [r for r in rows if r.case == case]
         vals = [unit(v) for r in here for v in r.samples_ns]
         log = wide_spread(vals, 10.0)
-        set_value_axis(ax, log, dense=bool(vals) and math.log10(max(vals) / max(min(vals), 1e-12)) < 1.5)
+        lo_hi = (max(min(vals), 1e-12), max(max(vals), 1e-12)) if vals else (1.0, 1.0)  # all zero: no span
+        set_value_axis(ax, log, dense=bool(vals) and math.log10(lo_hi[1] / lo_hi[0]) < 1.5)
         notes = []
         for r in here:
             colour = runner_colour(r.runner)

@@ -115,7 +115,8 @@ def figure(receipts: Sequence[LabelledReceipt]) -> Figure:
             ci = r.stat(cikey)
             colour = runner_colour(r.runner) if r.valid else INVALID_COLOUR
             if ci is not None:
-                ax.errorbar([v], [s.y], xerr=[[v - unit(ci[0])], [unit(ci[1]) - v]], fmt="o",
+                err = [[max(0.0, v - unit(ci[0]))], [max(0.0, unit(ci[1]) - v)]]  # p50 may lie outside
+                ax.errorbar([v], [s.y], xerr=err, fmt="o",
                             color=colour, ms=6, capsize=3, lw=1.4, zorder=3)
                 right = unit(ci[1])
             else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,13 @@ def _rows_with_samples(receipt: Receipt) -> list[ResultRow]:
     return rows
 
 
+def _one_line(value: Any) -> Any:
+    """A metadata value pyperf accepts: control characters (newlines among them) as escapes."""
+    if not isinstance(value, str):
+        return value
+    return re.sub("[\x00-\x1f\x7f-\x9f]", lambda m: f"\\x{ord(m.group()):02x}", value)
+
+
 def to_pyperf(receipt: Receipt) -> Any:
     """A pyperf.BenchmarkSuite: one benchmark per (runner, case), values in seconds."""
     try:
@@ -35,9 +43,17 @@ def to_pyperf(receipt: Receipt) -> Any:
     c = receipt.contract
     task = receipt.task
     benches = []
+    names: dict[str, int] = {}
     for r in _rows_with_samples(receipt):
+        if min(r.samples_ns) <= 0:
+            raise UsageError(f"pyperf holds only positive durations, and row {r.runner!r:.60} × "
+                             f"{r.case!r:.60} has a zero sample (export it as csv or parquet)")
+        name = f"{task.name}/{r.case}/{r.runner}"
+        names[name] = names.get(name, 0) + 1
+        if names[name] > 1:  # a receipt may repeat a (runner, case); pyperf names must be unique
+            name += f"#{names[name]}"
         meta = {
-            "name": f"{task.name}/{r.case}/{r.runner}",
+            "name": name,
             "unit": "second",
             "description": f"benchbox {c.name} ({c.first}..{c.last}, {c.clock} clock)",
             "benchbox_task": task.name,
@@ -50,7 +66,7 @@ def to_pyperf(receipt: Receipt) -> Any:
             "benchbox_version": receipt.benchbox_version,
         }
         values = [v / 1e9 for v in r.samples_ns]
-        run = pyperf.Run(values, metadata={k: v for k, v in meta.items() if v != ""},
+        run = pyperf.Run(values, metadata={k: _one_line(v) for k, v in meta.items() if v != ""},
                          collect_metadata=False)
         benches.append(pyperf.Benchmark([run]))
     return pyperf.BenchmarkSuite(benches)

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchbox.errors import UsageError, first_line
+from benchbox.errors import FieldError, UsageError, first_line
 from benchbox.receipts.model import SCHEMA_VERSION, Receipt, decode_receipt
 from benchbox.receipts.typed import plain
 
@@ -26,6 +26,18 @@ from benchbox.receipts.typed import plain
 MAX_RECEIPT_BYTES = 256 * 1024**2
 #: Deepest nesting of arrays and objects a receipt may have (real ones stay under 10).
 MAX_DEPTH = 64
+#: Before parsing, a receipt may hold at most this many ``[``, ``{`` and ``:`` (each becomes a
+#: Python list, dict or key; counted in strings too, so the count is an upper bound), plus
+#: one per ``BYTES_PER_ITEM`` bytes: parsing then takes memory in proportion to the file.
+MAX_ITEMS = 500_000
+BYTES_PER_ITEM = 64
+#: The run's bound on its receipt (see :func:`check_receipt_budget`): the widest a number can
+#: be written ("9223372036854775807,"), numbers per sample (the region and each stage, with
+#: room for one more), and room for everything else: per row and once.
+WIDEST_NUMBER = 20
+NUMBERS_PER_SAMPLE = 10
+ROW_ALLOWANCE = 256 * 1024
+RECEIPT_ALLOWANCE = 1024**2
 
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
 #: schema_version N → function that turns a version-N document into version N+1. The loader
@@ -51,12 +63,29 @@ def now_iso() -> str:
 
 
 def encode_receipt(receipt: Receipt | dict[str, Any]) -> bytes:
-    """The receipt as JSON bytes; values JSON cannot hold are made plain rather than lost."""
+    """The receipt as compact JSON bytes (no indentation: a sample costs its digits and a comma);
+    values JSON cannot hold are made plain rather than lost."""
     doc = receipt.to_json() if isinstance(receipt, Receipt) else receipt
     try:
-        return json.dumps(doc, indent=1, allow_nan=False).encode()
+        return json.dumps(doc, separators=(",", ":"), allow_nan=False).encode()
     except (TypeError, ValueError):
-        return json.dumps(plain(doc), indent=1, allow_nan=False).encode()
+        return json.dumps(plain(doc), separators=(",", ":"), allow_nan=False).encode()
+
+
+def max_samples_per_row(rows: int) -> int:
+    """The most samples per row a run of ``rows`` (runner, case) rows may take so that its
+    receipt stays under the read limit, with every number as wide as a sample can be."""
+    room = MAX_RECEIPT_BYTES - RECEIPT_ALLOWANCE - rows * ROW_ALLOWANCE
+    return max(0, room // (max(1, rows) * NUMBERS_PER_SAMPLE * WIDEST_NUMBER))
+
+
+def check_receipt_budget(rows: int, samples: int, field: str = "samples") -> None:
+    """Refuse (FieldError on ``field``) a run whose receipt could outgrow what loads."""
+    most = max_samples_per_row(rows)
+    if samples > most:
+        raise FieldError(field, f"{rows} (runner, case) rows × {samples} samples could write a receipt "
+                                f"over the {MAX_RECEIPT_BYTES // 1024**2} MiB read limit; at most {most} "
+                                "samples per row for this many rows (or run fewer cases or runners)")
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -155,6 +184,16 @@ def _check_tree(data: Any, where: str) -> None:
                 raise UsageError(f"{where}: invalid receipt: a number is out of range (infinite)")
 
 
+def _check_items(text: str | bytes, where: str) -> None:
+    """Refuse, before parsing, a document with more containers and keys than its size allows."""
+    marks = (b"[", b"{", b":") if isinstance(text, bytes) else ("[", "{", ":")
+    items = sum(text.count(m) for m in marks)  # type: ignore[arg-type]
+    limit = MAX_ITEMS + len(text) // BYTES_PER_ITEM
+    if items > limit:
+        raise UsageError(f"{where}: not a receipt: {items} arrays, objects and keys, over the limit of "
+                         f"{limit} for its size")
+
+
 def migrate(data: dict[str, Any], where: str) -> dict[str, Any]:
     """Walk the migration chain from the receipt's schema_version up to SCHEMA_VERSION."""
     version = data["schema_version"]
@@ -180,6 +219,7 @@ def parse_receipt(text: str | bytes, where: str) -> Receipt:
     """Parse, migrate and check a receipt; raise UsageError with one line on any problem."""
     if len(text) > MAX_RECEIPT_BYTES:
         raise UsageError(f"{where}: receipt is over the {MAX_RECEIPT_BYTES}-byte limit")
+    _check_items(text, where)
     try:
         data = json.loads(text, parse_constant=_reject_constant)
     except RecursionError:

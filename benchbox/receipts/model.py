@@ -12,6 +12,8 @@ when old receipts need a value for it, one migration in :mod:`benchbox.receipts.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, ClassVar, Literal
@@ -35,7 +37,7 @@ Fail = Callable[[str], None]
 assert tuple(StageName.__args__) == TIMELINE  # type: ignore[attr-defined]
 
 #: Rules the decoder enforces that a JSON Schema cannot state (the start of their messages).
-BEYOND_SCHEMA = ("round_sizes add up to",)
+BEYOND_SCHEMA = ("round_sizes add up to", "hash ", "first is", "last is")
 
 STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]
 
@@ -88,6 +90,21 @@ class ContractRecord(_Base):
     @property
     def arrival_kind(self) -> str:
         return self.arrival.kind if self.arrival is not None else "back_to_back"
+
+    def canonical_hash(self) -> str:
+        """The sha256 of the declaration's canonical form, as the contract computes it."""
+        blob = json.dumps({"name": self.name, "version": self.version, "stages": list(self.stages),
+                           "clock": self.clock, "policy": self.policy}, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    def check(self, raw: Mapping[str, Any], fail: Fail) -> None:
+        for key, stage in (("first", self.stages[0]), ("last", self.stages[-1])):
+            if getattr(self, key) != stage:
+                fail(f"{key} is {getattr(self, key)!r} but the stages say {stage!r}")
+        actual = self.canonical_hash()
+        if actual != self.hash:
+            fail(f"hash {self.hash[:12]} is not the hash of the declared contract ({actual[:12]}): "
+                 "the declaration was edited after the run")
 
 
 @dataclass(frozen=True, kw_only=True)

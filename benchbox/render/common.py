@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from benchbox.receipts.model import Receipt
@@ -27,6 +28,42 @@ def contract_label(r: Receipt) -> str:
     return f"{c.name} ({c.first}..{c.last}, {c.clock} clock, hash {c.hash[:12]})"
 
 
+#: Characters that control a terminal or reorder text: C0 (tab and newline included), DEL, C1 (so
+#: every ESC/CSI/OSC sequence loses its introducer), line and paragraph separators, and the
+#: bidirectional marks, embeddings, overrides and isolates.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+#: Line breaks (for markdown: one space each, so a value stays on its line).
+_BREAKS = re.compile("\r\n|[\r\n\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+#: ASCII punctuation that means something to CommonMark/GFM (code, emphasis, links, images,
+#: headings, tables, strikethrough): each is backslash-escaped; ``_`` only where it could open
+#: or close emphasis (an ``_`` between letters or digits never does, so ``model_io_wall`` stays).
+_MD_PUNCT = re.compile(r"([\\`*\[\]()#|~!{}]|(?<![^\W_])_|_(?![^\W_]))")
+_HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}
+
+
+def _visible(ch: str) -> str:
+    o = ord(ch)
+    return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}"
+
+
+def terminal(text: Any) -> str:
+    """Text from a receipt, contract or task made safe to print: every control character
+    (C0 including newline, DEL, C1, line separators, bidi controls) is shown as a visible
+    escape such as ``\\x1b``, so no escape sequence (OSC 52 clipboard writes, CSI screen
+    clears, colours) reaches the terminal and one value stays on one line."""
+    return _CONTROL.sub(lambda m: _visible(m.group()), str(text))
+
+
+def terminal_lines(text: str) -> str:
+    """Rendered output made safe to print: as :func:`terminal`, line by line (newlines kept)."""
+    return "\n".join(terminal(line) for line in str(text).split("\n"))
+
+
 def md(text: Any) -> str:
-    """Text for a markdown table cell: pipes escaped, on one line."""
-    return str(text).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    """Text from a receipt for markdown (a table cell, a heading, a quote): on one line, with
+    HTML (``<``, ``>``, ``&``: comments, tags, entities) as entities, every markdown
+    punctuation that could open code, emphasis, a link, a heading or a table cell
+    backslash-escaped, and the remaining control characters shown as escapes."""
+    s = terminal(_BREAKS.sub(" ", str(text)))
+    s = _MD_PUNCT.sub(r"\\\1", s)
+    return "".join(_HTML.get(ch, ch) for ch in s)

@@ -8,6 +8,7 @@ import os
 from benchbox.receipts.diff import DiffResult, DiffRow
 from benchbox.render.common import md as _md
 from benchbox.render.common import ms as _ms
+from benchbox.render.common import terminal as _t
 
 _MARK = {"slower": "🔴", "faster": "🟢", "unchanged": "⚪", "unresolved": "🟡", "invalid": "❌",
          "new": "🆕", "removed": "➖", "not comparable": "⛔"}
@@ -25,15 +26,15 @@ def _metric_cells(r: DiffRow) -> list[str]:
 def _header(d: DiffResult) -> list[str]:
     o = d.options
     c = d.contract
-    lines = [f"benchbox diff {d.base} → {d.head}",
-             f"contract {c['name']} ({c['first']}..{c['last']}, {c['clock']} clock, "
-             f"hash {str(c['hash'])[:12]})",
+    lines = [f"benchbox diff {_t(d.base)} → {_t(d.head)}",
+             _t(f"contract {c['name']} ({c['first']}..{c['last']}, {c['clock']} clock, "
+                f"hash {str(c['hash'])[:12]})"),
              f"metric {o.metric}, threshold ±{o.threshold:.1%}, {o.level:.0%} BCa interval "
              f"({o.n_resamples} resamples, seed {o.seed}), Brunner-Munzel/tail test with Holm at "
              f"alpha {o.alpha}, floor {o.floor_multiple:g}× harness floor"
              + (f" ({d.floor_ns:.0f} ns)" if d.floor_ns is not None else "")
              + (f", accepting differences in {', '.join(sorted(o.accept))}" if o.accept else "")]
-    lines += [f"note: {n}" for n in d.notes]
+    lines += [f"note: {_t(n)}" for n in d.notes]
     return lines
 
 
@@ -62,10 +63,10 @@ def diff_table(d: DiffResult) -> str:
     head = f"{'runner':<16} {'case':<12} {'verdict':<15} detail"
     lines += [head, "-" * 100]
     for r in d.rows:
-        detail = "  ".join(_metric_cells(r)) or r.reason
-        lines.append(f"{r.runner:<16} {r.case:<12} {r.verdict:<15} {detail}")
+        detail = "  ".join(_metric_cells(r)) or _t(r.reason)
+        lines.append(f"{_t(r.runner):<16} {_t(r.case):<12} {r.verdict:<15} {detail}")
         extra = ([r.reason] if r.metrics and r.reason else []) + _details(r)
-        lines += [f"{'':<16} ↳ {x}" for x in extra]
+        lines += [f"{'':<16} ↳ {_t(x)}" for x in extra]
     lines.append(_summary_line(d))
     return "\n".join(lines)
 
@@ -76,8 +77,9 @@ def diff_markdown(d: DiffResult) -> str:
     o = d.options
     c = d.contract
     lines = [f"### {title}", "",
-             f"`{d.base}` → `{d.head}` · contract **{c['name']}** ({c['first']}..{c['last']}, "
-             f"{c['clock']} clock, `{str(c['hash'])[:12]}`) · metric {o.metric} · threshold "
+             f"{_md(d.base)} → {_md(d.head)} · contract **{_md(c['name'])}** ({_md(c['first'])}.."
+             f"{_md(c['last'])}, {_md(c['clock'])} clock, {_md(str(c['hash'])[:12])}) · metric {o.metric}"
+             f" · threshold "
              f"±{o.threshold:.1%} · {o.level:.0%} BCa interval, Holm at alpha {o.alpha}"
              + (f" · accepted: {', '.join(sorted(o.accept))}" if o.accept else ""), "",
              f"**{_summary_line(d)}**", ""]
@@ -96,7 +98,7 @@ def diff_markdown(d: DiffResult) -> str:
         why = [r.reason] if r.reason else []
         why += _details(r)
         lines.append(f"| {_md(r.runner)} | {_md(r.case)} | {_MARK.get(r.verdict, '')} **{r.verdict}** "
-                     f"| {bh} | {rc} | {_md('<br>'.join(why))} |")
+                     f"| {bh} | {rc} | {'<br>'.join(_md(w) for w in why)} |")
     return "\n".join(lines) + "\n"
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from benchbox.receipts.model import Receipt, ResultRow
 from benchbox.receipts.typed import Record
 from benchbox.render.common import ci_ms, contract_label, ms, ratio_ci
+from benchbox.render.common import terminal as _t
 
 _FALLBACK_WORDS = {"graph_break": "graph break", "recompile": "recompile",
                    "autotune_choice": "autotune pick", "cudagraph_skip": "cudagraph skip",
@@ -68,7 +69,8 @@ def compile_lines(results: Sequence[ResultRow]) -> list[str]:
 def results_table(receipt: Receipt) -> str:
     """One line per (runner, case): status, p50/p99 in ms with intervals, samples."""
     task = receipt.task
-    lines = [f"contract {contract_label(receipt)}  task {task.name}/{task.size}  device {receipt.device}"]
+    lines = [f"contract {_t(contract_label(receipt))}  task {_t(task.name)}/{_t(task.size)}  "
+             f"device {_t(receipt.device)}"]
     if not receipt.is_complete:
         lines.append("INCOMPLETE receipt: the run did not finish; rows below are those measured")
     head = f"{'runner':<16} {'case':<10} {'status':<8} {'n':>5} {'p50 ms':>9} {'p50 95% CI':>21} " \
@@ -76,27 +78,27 @@ def results_table(receipt: Receipt) -> str:
     lines += [head, "-" * len(head)]
     for r in receipt.results:
         s = r.summary
-        lines.append(f"{r.runner:<16} {r.case:<10} {r.status:<8} {s.n:>5} "
+        lines.append(f"{_t(r.runner):<16} {_t(r.case):<10} {r.status:<8} {s.n:>5} "
                      f"{ms(s.p50_ns):>9} {ci_ms(s.p50_ci_ns):>21} "
                      f"{ms(s.p99_ns):>9} {ci_ms(s.p99_ci_ns):>21}")
         for reason in r.reasons:
-            lines.append(f"{'':<16} ↳ {reason}")
+            lines.append(f"{'':<16} ↳ {_t(reason)}")
     reported: dict[str, Sequence[Any]] = {}
     for r in receipt.results:
         if r.fallbacks and r.runner not in reported:
             reported[r.runner] = r.fallbacks
-    lines += [f"{name} fallbacks: {fallback_summary(fb)}" for name, fb in reported.items()]
-    lines += compile_lines(receipt.results)
+    lines += [_t(f"{name} fallbacks: {fallback_summary(fb)}") for name, fb in reported.items()]
+    lines += [_t(x) for x in compile_lines(receipt.results)]
     comp = receipt.comparisons
     if comp is not None and comp.rows:
-        lines.append(f"p50 ratio against {comp.baseline} (valid rows only):")
+        lines.append(f"p50 ratio against {_t(comp.baseline)} (valid rows only):")
         for row in comp.rows:
             ci = ratio_ci(row.p50_ratio_ci)
             verdict = f"  {row.p50_verdict}" if row.p50_verdict else ""
-            lines.append(f"  {row.runner:<16} {row.case:<10} {row.p50_ratio:.3f}{' ' + ci if ci else ''}"
-                         f"{verdict}")
+            lines.append(f"  {_t(row.runner):<16} {_t(row.case):<10} {row.p50_ratio:.3f}"
+                         f"{' ' + ci if ci else ''}{_t(verdict)}")
     for ex in comp.excluded if comp is not None else ():
-        lines.append(f"  excluded from comparison: {ex.runner} × {ex.case} ({ex.status})")
+        lines.append(f"  excluded from comparison: {_t(ex.runner)} × {_t(ex.case)} ({ex.status})")
     return "\n".join(lines)
 
 
@@ -107,13 +109,13 @@ def side_by_side(receipts: Sequence[Receipt], names: Sequence[str]) -> str:
     for i, (r, n) in enumerate(zip(receipts, names)):
         c = r.contract
         warn = "" if c.hash == first.hash else "  (DIFFERENT contract: not comparable with [1])"
-        lines.append(f"[{i + 1}] {n}: contract {c.name} hash {c.hash[:12]}, task "
-                     f"{r.task.name}/{r.task.size}, device {r.device}, {r.created_at}{warn}")
+        lines.append(_t(f"[{i + 1}] {n}: contract {c.name} hash {c.hash[:12]}, task "
+                        f"{r.task.name}/{r.task.size}, device {r.device}, {r.created_at}") + warn)
     keys: list[tuple[str, str, str]] = []
     cells: dict[tuple[tuple[str, str, str], int], str] = {}
     for i, r in enumerate(receipts):
         for row in r.results:
-            k = (r.task.name, row.case, row.runner)
+            k = (_t(r.task.name), _t(row.case), _t(row.runner))
             if k not in keys:
                 keys.append(k)
             p50 = ms(row.summary.p50_ns)

@@ -185,7 +185,7 @@ def diff_html(d: DiffResult | str, base: str, head: str, refs: dict[str, Receipt
 
 def diff_md(d: DiffResult | str) -> str:
     if isinstance(d, str):
-        return f"### ⛔ benchbox diff refused\n\n{d}\n"
+        return cr.refused_markdown(d)
     return cr.diff_markdown(d)
 
 

@@ -25,6 +25,7 @@ from benchbox.harness import Harness, PhaseTimer
 from benchbox.harness.clocks import HostClock, host_clock
 from benchbox.harness.schedule import sample
 from benchbox.receipts import build
+from benchbox.receipts.io import check_receipt_budget
 from benchbox.receipts.model import Calibration, Receipt, ResultRow
 from benchbox.run.config import RunConfig
 from benchbox.run.contain import contained, describe
@@ -32,7 +33,7 @@ from benchbox.run.interrupt import Stop
 from benchbox.run.limits import TimeLimit
 from benchbox.run.output import Output
 from benchbox.runners import Runner, availability, make_runner
-from benchbox.tasks import CallTrace, Case, Task, load_task
+from benchbox.tasks import CallTrace, Case, Task, check_task_metadata, load_task
 
 Progress = Callable[[str], None]
 RunnerFactory = Callable[[str, str, dict[str, Any]], Runner]
@@ -197,6 +198,7 @@ class _Run:
         if not isinstance(cases, list) or not cases or not all(isinstance(c, Case) for c in cases):
             raise FieldError("task", f"{cfg.task}: cases() must return a non-empty list of "
                                      "benchbox.tasks.Case")
+        check_task_metadata(task, cases, cfg.task)
         for case in cases:
             try:
                 task.parse(case.request)
@@ -210,6 +212,9 @@ class _Run:
                 raise FieldError("cases", f"unknown case '{unknown[0]}' for task {task.name} "
                                           f"(cases: {', '.join(names)})")
             cases = [c for c in cases if c.name in cfg.cases]
+        policy = cfg.sampling()
+        check_receipt_budget(len(cfg.runners) * len(cases), policy.limit,
+                             "max_samples" if policy.adaptive else "samples")
         unknown_gates = sorted(set(cfg.gates) - set(task.default_gates()))
         if unknown_gates:
             raise FieldError("gates", f"{unknown_gates[0]!r}: task {task.name} has the gates "

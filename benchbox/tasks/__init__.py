@@ -13,6 +13,7 @@ from benchbox.errors import UsageError
 from benchbox.tasks.base import GENERIC_GATES, CallTrace, Case, GateResult, InputShape, Task
 
 __all__ = ["GENERIC_GATES", "CallTrace", "Case", "GateResult", "InputShape", "SizeInfo", "Task", "TaskInfo",
+           "check_task_metadata",
            "builtin_tasks", "describe_tasks", "load_task"]
 
 
@@ -49,6 +50,26 @@ def load_task(spec: str, **kwargs: Any) -> Task:
         raise UsageError(f"--task {spec}: the factory returned {type(task).__name__}, "
                          "not a benchbox.tasks.Task")
     return task
+
+
+def check_task_metadata(task: Task, cases: list[Case], spec: str) -> None:
+    """A task's name and size and its case names are non-empty strings, case names unique and
+    requests bytes: what a receipt records and what ``show`` and ``diff`` read back."""
+    for what, value in (("task name", task.name), ("task size", task.size)):
+        if not isinstance(value, str) or not value:
+            raise UsageError(f"--task {spec}: the {what} must be a non-empty string, got {value!r:.60}")
+    seen: set[str] = set()
+    for i, case in enumerate(cases):
+        if not isinstance(case.name, str) or not case.name:
+            raise UsageError(f"--task {spec}: case {i}: the case name must be a non-empty string, "
+                             f"got {case.name!r:.60}")
+        if case.name in seen:
+            raise UsageError(f"--task {spec}: cases() names case {case.name!r:.60} twice (case names "
+                             "identify results and references: they must be unique)")
+        seen.add(case.name)
+        if not isinstance(case.request, bytes):
+            raise UsageError(f"--task {spec}: case {case.name!r:.60}: the request must be bytes, "
+                             f"got {type(case.request).__name__}")
 
 
 @dataclasses.dataclass(frozen=True)

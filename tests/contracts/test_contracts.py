@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from benchbox.contracts import STAGES, builtin_names, contract_from_dict, load_contract
+from benchbox.contracts import STAGES, builtin_names, contract_from_dict, load_contract, parse_contract_toml
 from benchbox.errors import UsageError
+from tests.support import BUILTIN_CONTRACTS, one_line_exit_2
 
 GOOD = {"name": "x", "version": 1, "stages": ["h2d", "compute", "d2h"], "clock": "host"}
 
@@ -206,3 +207,43 @@ def test_cli_shows_the_arrival_and_the_queue_stage() -> None:
     assert "[x] queue" in r.stdout and "arrival: poisson rate given at run time" in r.stdout
     listing = _cli("contracts").stdout
     assert "arrival: gap 20 ms (sleep)" in listing and "public_task_call_50rps" in listing
+
+
+# -- resource bombs: refused by a pre-scan, before the TOML parser sees them -----------------
+
+BOMBS = {
+    # a dotted key costs tomllib time and memory quadratic in its parts (40 KB of it: seconds
+    # and gigabytes); 8 KB is enough to show the refusal
+    "dotted key": "a" + ".a" * 4_000 + " = 1\n",
+    "quoted dotted key": '"a"' + '."a"' * 4_000 + " = 1\n",
+    "dotted table header": "[" + "a." * 2_000 + "a]\n",
+    "nested arrays": "stages = " + "[" * 100 + "]" * 100 + "\n",
+    "nested inline tables": "policy = " + "{a = " * 100 + "1" + "}" * 100 + "\n",
+    "many keys": "".join(f"k{i} = 1\n" for i in range(20_000)),
+    "many values": "stages = [" + "1," * 200_000 + "]\n",
+}
+
+
+@pytest.mark.parametrize("kind", list(BOMBS))
+def test_toml_bombs_are_refused_by_the_prescan(kind: str, tmp_path: Path) -> None:
+    from benchbox.contracts.model import MAX_CONTRACT_BYTES
+
+    text = BOMBS[kind]
+    assert len(text) <= MAX_CONTRACT_BYTES  # under the size limit: the shape is what is refused
+    with pytest.raises(UsageError) as e:
+        parse_contract_toml(text, "bomb")
+    msg = str(e.value)
+    assert msg.startswith("bomb: ") and "limit" in msg and "\n" not in msg, msg
+    path = tmp_path / "bomb.toml"
+    path.write_text(text)
+    assert "limit" in one_line_exit_2(["contracts", str(path)])
+
+
+def test_the_prescan_accepts_every_builtin_contract_and_strings_full_of_brackets() -> None:
+    from benchbox.contracts.model import check_toml_shape
+
+    for p in sorted(BUILTIN_CONTRACTS.glob("*.toml")):
+        check_toml_shape(p.read_text(), p.name)
+    text = 'name = "x"\ndescription = "' + "[{." * 5_000 + '"\n' + "# [[[[. . . .\n" + \
+           "literal = '''" + "[[[..." * 1_000 + "'''\n"
+    check_toml_shape(text, "strings")

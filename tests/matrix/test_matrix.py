@@ -141,6 +141,8 @@ def test_cell_identity_is_its_declared_configuration_and_revision(tmp_path: Path
     ('task = "decision"\n[axes]\ntask = ["decision"]', "not both"),
     ('together = ["size"]', "cannot share a run"),
     ('[[exclude]]\nsize = "tiny"', "every cell is excluded"),
+    ("a" + ".a" * 4_000 + " = 1", "dotted key with parts over the limit"),
+    ("x = " + "[" * 2_000 + "]" * 2_000, "nested levels over the limit"),
 ])
 def test_a_bad_plan_is_refused_in_one_line(tmp_path: Path, text: str, fragment: str) -> None:
     (tmp_path / "plan.toml").write_text(text)

@@ -10,9 +10,11 @@ import pytest
 from click.testing import CliRunner
 
 from benchbox.cli import main
+from benchbox.contracts import load_contract
 from benchbox.errors import UsageError
 from benchbox.receipts import load_receipt
 from benchbox.receipts.combine import combine
+from benchbox.receipts.model import ContractRecord
 from benchbox.run import RunConfig, run
 
 
@@ -53,10 +55,9 @@ def test_runs_of_another_machine_or_contract_are_refused(two_runs: list[Path]) -
     other_cpu = replace(b, environment={**b.environment, "cpu": "Some Other CPU", "cpu_count": 64})
     with pytest.raises(UsageError, match="machine differs .*cpu"):
         combine([a, other_cpu], ["a", "b"])
-    raw = b.to_json()
-    raw["contract"]["name"] = "renamed"
+    other = replace(b, contract=ContractRecord.of(load_contract("model_io_wall").to_dict()))
     with pytest.raises(UsageError, match="contract differs"):
-        combine([a, type(b).of(raw)], ["a", "b"])
+        combine([a, other], ["a", "b"])
     with pytest.raises(UsageError, match="at least two"):
         combine([a], ["a"])
 

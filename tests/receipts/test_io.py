@@ -211,3 +211,51 @@ def test_broken_or_missing_migrations_are_usage_errors(monkeypatch: pytest.Monke
     monkeypatch.setitem(io.MIGRATIONS, 1, lambda r: r)  # forgets to advance the version
     with pytest.raises(UsageError, match="did not advance"):
         loaded(GOLDEN_V1)
+
+
+# -- the contract hash is recomputed, never trusted --------------------------------------------
+
+def test_a_receipt_declaring_another_contract_under_the_public_calls_hash_is_refused(
+        tmp_path: Path) -> None:
+    from benchbox.contracts import load_contract
+
+    doc = json.loads(GOLDEN.read_text())
+    public = load_contract("public_task_call_wall")
+    assert doc["contract"]["hash"] == public.hash
+    edited = {**load_contract("model_io_wall").to_dict(), "hash": public.hash}
+    doc["contract"] = edited
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(doc))
+    for args in (["show", str(path)], ["diff", str(GOLDEN), str(path)], ["diff", str(path), str(GOLDEN)]):
+        line = one_line_exit_2(args)
+        assert "hash" in line and "edited.json" in line, line
+
+
+def test_first_and_last_must_match_the_stages(tmp_path: Path) -> None:
+    doc = json.loads(GOLDEN.read_text())
+    doc["contract"]["first"] = "compute"
+    path = tmp_path / "first.json"
+    path.write_text(json.dumps(doc))
+    assert "first" in one_line_exit_2(["show", str(path)])
+
+
+# -- resource bombs: a receipt's shape is bounded before it is parsed --------------------------
+
+@pytest.mark.parametrize("item", [b"[],", b"{},", b'{"a":0},'])
+def test_a_receipt_of_many_small_containers_is_refused_before_parsing(item: bytes, tmp_path: Path) -> None:
+    """3 MB of "[]," would cost ~25x its size in Python objects; the pre-scan refuses it."""
+    n = 3_000_000 // len(item)
+    blob = b'{"schema_version": 2, "x": [' + item * n + b"[]]}"
+    assert len(blob) < io.MAX_RECEIPT_BYTES
+    with pytest.raises(UsageError) as e:
+        io.parse_receipt(blob, "bomb")
+    assert "limit" in str(e.value) and "\n" not in str(e.value), str(e.value)
+    path = tmp_path / "bomb.json"
+    path.write_bytes(blob)
+    assert "limit" in one_line_exit_2(["show", str(path)])
+
+
+def test_the_receipt_prescan_passes_real_receipts_with_bracket_heavy_strings() -> None:
+    doc = _golden()
+    doc["environment"]["note"] = "[{:" * 50_000
+    io.parse_receipt(json.dumps(doc).encode(), "brackets")
