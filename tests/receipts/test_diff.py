@@ -171,7 +171,8 @@ def test_mutated_model_hash_and_size_are_not_comparable(receipts: dict[str, Path
     assert all(r.accepted for r in d.rows)
 
 
-def test_mutated_runner_options_refuse_and_fallbacks_are_causes(receipts: dict[str, Path], tmp_path: Path) -> None:
+def test_mutated_runner_options_refuse_and_fallbacks_are_causes(receipts: dict[str, Path],
+                                                             tmp_path: Path) -> None:
     def edit(r: dict) -> None:
         for row in r["results"]:
             if row["case"] == "beta":
