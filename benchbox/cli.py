@@ -24,8 +24,9 @@ from benchbox.runners import ENTRIES, CliAlias
 FLAGS: dict[str, dict[str, str]] = {
     "run": {"contract": "--contract", "contracts": "--contract", "task": "--task", "size": "--size",
             "dtype": "--dtype", "runners": "--runner", "cases": "--case", "device": "--device",
-            "threads": "--threads", "warmup": "--warmup", "samples": "--samples", "target_ci": "--target-ci",
-            "max_samples": "--max-samples", "max_time_s": "--max-time", "out": "--out",
+            "threads": "--threads", "warmup": "--warmup", "samples": "--samples", "repeats": "--repeats",
+            "target_ci": "--target-ci", "max_samples": "--max-samples", "max_time_s": "--max-time",
+            "out": "--out",
             "baseline": "--baseline", "runner_options": "--runner-option", "task_options": "--task-option",
             "gates": "--gate", "labels": "--label"},
     "diff": {"threshold": "--threshold", "metric": "--metric", "alpha": "--alpha", "accept": "--accept"},
@@ -207,6 +208,7 @@ def main() -> None:
 @_config_option("--threads", "threads", type=int)
 @_config_option("--warmup", "warmup", type=int)
 @_config_option("--samples", "samples", type=int)
+@_config_option("--repeats", "repeats", type=int, metavar="K")
 @_config_option("--target-ci", "target_ci", metavar="PCT")
 @_config_option("--max-samples", "max_samples", type=int)
 @_config_option("--max-time", "max_time_s", type=float)
@@ -219,7 +221,7 @@ def main() -> None:
               help="A fact about the run's conditions, recorded as settings.labels (repeatable).")
 @_config_option("--out", "out", type=click.Path(dir_okay=False, path_type=Path))
 def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_: tuple[str, ...],
-        cases_: tuple[str, ...], device: str, threads: int | None, warmup: int, samples: int,
+        cases_: tuple[str, ...], device: str, threads: int | None, warmup: int, samples: int, repeats: int,
         target_ci: str | None, max_samples: int, max_time_s: float, runner_option: tuple[str, ...],
         baseline: str | None, task_option: tuple[str, ...], gate: tuple[str, ...], label: tuple[str, ...],
         out: Path | None, **aliases: Any) -> None:
@@ -232,7 +234,8 @@ def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_:
     cfg = RunConfig(
         contract=contracts_[0], contracts=tuple(contracts_) if len(contracts_) > 1 else (),
         task=task, size=size, dtype=dtype, runners=runners, cases=tuple(cases_), device=device,
-        threads=threads, warmup=warmup, samples=samples, target_ci=_percent(target_ci, "--target-ci"),
+        threads=threads, warmup=warmup, samples=samples, repeats=repeats,
+        target_ci=_percent(target_ci, "--target-ci"),
         max_samples=max_samples, max_time_s=max_time_s, out=out, baseline=baseline,
         runner_options=_runner_options(runners, aliases, runner_option),
         task_options=_pairs(task_option, "--task-option"), gates=_pairs(gate, "--gate"),
