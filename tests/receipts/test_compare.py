@@ -205,3 +205,22 @@ def test_exit_codes(metric: str) -> None:
     base = synthetic_receipt({key: _rounds(rng, 1, 400)})
     same = synthetic_receipt({key: _rounds(rng, 1, 400)})
     assert diff_receipts(base, same, DiffOptions(metric=metric)).exit_code == 0
+
+
+def test_markdown_of_a_huge_diff_fits_one_comment() -> None:
+    """600 rows with long names and many compiler changes: the report stays ≤ 60,000 characters."""
+    from benchbox.render.diff import MARKDOWN_LIMIT, diff_markdown
+
+    rng = np.random.default_rng(16)
+    long = "x" * 300
+    keys = [(f"torch-compile-{i % 3}", f"case-{i}-{long}") for i in range(600)]
+    picks = {k: [dict(_pick(f"triton_bmm_{j}", 0.1), op=f"op{j}") for j in range(40)] for k in keys}
+    other = {k: [dict(_pick("bmm", 0.1), op=f"op{j}") for j in range(40)] for k in keys}
+    base = synthetic_receipt({k: [rng.lognormal(13.8, 0.05, 40)] for k in keys}, fallbacks=picks)
+    head = synthetic_receipt({k: [rng.lognormal(14.3, 0.05, 40)] for k in keys}, fallbacks=other)
+    d = diff_receipts(base, head, DiffOptions(n_resamples=200))
+    text = diff_markdown(d)
+    assert len(text) <= MARKDOWN_LIMIT
+    assert "<details>" in text and "more rows" in text
+    assert sum(r.verdict == "slower" for r in d.rows) >= 550  # a few iid rows read unsettled by chance
+    assert all(len(r.causes) <= 6 for r in d.rows)
