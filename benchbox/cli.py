@@ -301,15 +301,20 @@ def _threshold(raw: str) -> float:
               help="Relative change that counts, in percent (5 or 5%).")
 @click.option("--metric", type=click.Choice(["p50", "p99", "both"]), default="p50", show_default=True)
 @click.option("--accept", multiple=True,
-              help="Compare rows despite this kind of difference: device, model, options, fallbacks, "
-                   "incomplete (a receipt of an unfinished run) (repeatable).")
+              help="Compare rows despite this kind of difference: declared (device, model, options, "
+                   "incomplete: a receipt of an unfinished run) or conditions (noisy, unsettled, cpu, "
+                   "load, gpu, versions) (repeatable).")
 @click.option("--alpha", default=0.05, show_default=True, type=float,
-              help="Family-wise error rate (Holm across rows).")
+              help="Family-wise error rate (Holm across rows; halved per family with --metric both).")
 @click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table",
               show_default=True)
 def diff(base: Path, head: Path, threshold: str, metric: str, accept: tuple[str, ...], alpha: float,
          fmt: str) -> None:
-    """Compare two receipts row by row; exit 1 on a regression, 2 on a refused comparison."""
+    """Compare two receipts row by row.
+
+    Exit 0: no regression; 1: a slower or newly invalid row; 2: a refused comparison or
+    unusable input; 3: no regression found, but some rows were unreliable (conditions).
+    """
     from benchbox import render
     from benchbox.receipts.diff import ComparisonRefused, DiffOptions, accept_kinds, diff_files
 
