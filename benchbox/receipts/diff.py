@@ -566,3 +566,73 @@ def accept_kinds(values: Iterable[str]) -> frozenset[str]:
     if bad:
         raise FieldError("accept", f"{bad[0]!r} is not one of {', '.join(ACCEPT_KINDS)}")
     return frozenset(out)
+
+
+# -- the runners of one run against its baseline runner ---------------------------------------
+
+def _comparison_row(case: str, runner: str, baseline: str, b: ResultRow, h: ResultRow, verdict: str,
+                    reason: str, metrics: Sequence[MetricDiff] = ()) -> Any:
+    from benchbox.receipts.model import ComparisonRow
+
+    by = {m.metric: m for m in metrics}
+    sb, sh = b.summary, h.summary
+    d: dict[str, Any] = {"case": case, "runner": runner, "baseline": baseline,
+                         "p50_ratio": (sh.p50_ns or 0) / sb.p50_ns if sb.p50_ns else 0.0,
+                         "p99_ratio": (sh.p99_ns or 0) / sb.p99_ns if sb.p99_ns else None,
+                         "p50_verdict": verdict, "reason": reason,
+                         "method": "benchbox.receipts.diff (the diff engine): hierarchical bootstrap over "
+                                   "rounds, Holm per metric family"}
+    for m in ("p50", "p99"):
+        if m in by:
+            d[f"{m}_ratio"] = by[m].ratio if by[m].ratio is not None else d[f"{m}_ratio"]
+            d[f"{m}_ratio_ci"] = list(by[m].ci) if by[m].ci else None
+            d[f"{m}_verdict"] = by[m].verdict
+    return ComparisonRow.of(d)
+
+
+def compare_runners(receipt: Receipt, baseline: str | None = None,
+                    options: DiffOptions | None = None) -> Any:
+    """Per case, each valid runner against the baseline runner, judged by the diff engine.
+
+    The baseline's row is BASE and the runner's row HEAD; rows flagged noisy or unsettled
+    are ``unreliable``, rows timed with different clocks ``not comparable``; Holm runs over
+    the rows of the run. Invalid rows are listed as excluded.
+    """
+    from benchbox.receipts.model import Comparisons, Excluded
+
+    opts = options or DiffOptions(metric="both")
+    base_name = baseline or (receipt.settings or {}).get("baseline") or (receipt.runners or (None,))[0]
+    excluded = tuple(Excluded(runner=r.runner, case=r.case, status=r.status, reasons=r.reasons,
+                              extra={"options": r.runner_report.options})
+                     for r in receipt.results if r.status != "valid")
+    by_case: dict[str, dict[str, ResultRow]] = {}
+    for r in receipt.results:
+        if r.usable:
+            by_case.setdefault(r.case, {})[r.runner] = r
+    done: dict[tuple[str, str, str], Any] = {}
+    pending: list[Pending] = []
+    order: list[tuple[str, str, str]] = []
+    for case, runners in by_case.items():
+        b = runners.get(str(base_name))
+        for name, h in runners.items():
+            if b is None or name == base_name:
+                continue
+            key = (receipt.task.name, case, name)
+            order.append(key)
+            cond = {k: v for k, v in row_conditions(b, h, str(base_name), name).items()
+                    if k != "versions" and k not in opts.accept}
+            if b.clock != h.clock:
+                done[key] = _comparison_row(case, name, str(base_name), b, h, "not comparable",
+                                            f"timed with the {h.clock} clock vs the {b.clock} clock")
+            elif cond:
+                done[key] = _comparison_row(case, name, str(base_name), b, h, "unreliable",
+                                            "; ".join(f"{k}: {v}" for k, v in cond.items()))
+            else:
+                p = Pending(key, b, h, row_rounds(receipt, b), row_rounds(receipt, h),
+                            _floor(receipt, b.clock))
+                measure(p, opts)
+                pending.append(p)
+    for p, (verdict, reason, ms) in zip(pending, judge(pending, opts)):
+        done[p.key] = _comparison_row(p.key[1], p.key[2], str(base_name), p.base, p.head, verdict, reason,
+                                      ms)
+    return Comparisons(baseline=base_name, rows=tuple(done[k] for k in order), excluded=excluded)

@@ -321,14 +321,14 @@ class _Run:
 
     # -- finish -----------------------------------------------------------------------------
     def _finish(self) -> RunOutcome:
-        from benchbox.receipts.runner_compare import compare
+        from benchbox.receipts.diff import compare_runners
 
         environment = None
         if self.cfg.device.startswith("cuda"):
             from benchbox.environment import gpu_state
 
             environment = gpu_state(self.cfg.device)
-        comparisons = [compare(r.results, self.baseline, r.calibration) for r in self.receipts.receipts]
+        comparisons = [compare_runners(r, self.baseline) for r in self.receipts.receipts]
         self.receipts.finish(comparisons, environment)
         first, *rest = [RunOutcome(p, r) for p, r in zip(self.receipts.paths, self.receipts.receipts)]
         first.others = rest
