@@ -30,7 +30,7 @@ FLAGS: dict[str, dict[str, str]] = {
             "baseline": "--baseline", "runner_options": "--runner-option", "task_options": "--task-option",
             "gates": "--gate", "labels": "--label"},
     "diff": {"threshold": "--threshold", "metric": "--metric", "alpha": "--alpha", "accept": "--accept"},
-    "plot": {"threshold": "--threshold"},
+    "plot": {"threshold": "--threshold", "metric": "--metric", "accept": "--accept"},
 }
 
 
@@ -353,11 +353,18 @@ def export(receipt: Path, fmt: str, output: Path | None) -> None:
               show_default=True, help="diff takes two receipts: BASE HEAD.")
 @click.option("--threshold", default="5%", show_default=True,
               help="diff: relative change that counts, in percent (5 or 5%).")
-def plot(receipts: tuple[Path, ...], output: Path, kind: str, threshold: str) -> None:
+@click.option("--metric", type=click.Choice(["p50", "p99", "both"]), default="p50", show_default=True,
+              help="diff: what is judged, as in benchbox diff.")
+@click.option("--accept", multiple=True, help="diff: as benchbox diff --accept (repeatable).")
+def plot(receipts: tuple[Path, ...], output: Path, kind: str, threshold: str, metric: str,
+         accept: tuple[str, ...]) -> None:
     """Draw a figure from receipts: p50/p99 per case, stages, distributions, or a diff."""
     from benchbox.plots import render
+    from benchbox.receipts.diff import DiffOptions, accept_kinds
 
-    click.echo(f"wrote {render(receipts, output, kind, _threshold(threshold))}")
+    th = _threshold(threshold)
+    opts = DiffOptions(threshold=th, metric=metric, accept=accept_kinds(accept)) if kind == "diff" else None
+    click.echo(f"wrote {render(receipts, output, kind, th, opts)}")
 
 
 @main.command()
