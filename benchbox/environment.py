@@ -79,12 +79,12 @@ def _cpu_times() -> tuple[int, int] | None:
         fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
     except (OSError, IndexError):
         return None
-    vals = [int(v) for v in fields]
+    vals = [int(v) for v in fields[:8]]  # guest time is counted in user already
     idle = vals[3] + (vals[4] if len(vals) > 4 else 0)
     return sum(vals) - idle, sum(vals)
 
 
-def load_at_start(window_s: float = 0.2) -> dict[str, Any]:
+def load_at_start(window_s: float = 0.5) -> dict[str, Any]:
     """How busy the machine is as the run starts: the 1-minute load average per core and the
     fraction of CPU time busy over ``window_s`` (this process sleeps meanwhile)."""
     import time
