@@ -24,14 +24,14 @@ from benchbox.runners import ENTRIES, CliAlias
 FLAGS: dict[str, dict[str, str]] = {
     "run": {"contract": "--contract", "contracts": "--contract", "task": "--task", "size": "--size",
             "dtype": "--dtype", "runners": "--runner", "cases": "--case", "device": "--device",
-            "threads": "--threads", "warmup": "--warmup", "samples": "--samples", "target_ci": "--target-ci",
-            "max_samples": "--max-samples", "max_time_s": "--max-time", "out": "--out",
-            "overwrite": "--overwrite", "case_time_limit_s": "--case-time-limit",
+            "threads": "--threads", "warmup": "--warmup", "samples": "--samples", "repeats": "--repeats",
+            "target_ci": "--target-ci", "max_samples": "--max-samples", "max_time_s": "--max-time",
+            "out": "--out", "overwrite": "--overwrite", "case_time_limit_s": "--case-time-limit",
             "baseline": "--baseline", "runner_options": "--runner-option", "task_options": "--task-option",
             "gates": "--gate", "labels": "--label", "gap_ms": "--gap", "rate_per_s": "--rate",
             "idle": "--idle", "max_backlog": "--max-backlog", "max_queue_ms": "--max-queue"},
     "diff": {"threshold": "--threshold", "metric": "--metric", "alpha": "--alpha", "accept": "--accept"},
-    "plot": {"threshold": "--threshold"},
+    "plot": {"threshold": "--threshold", "metric": "--metric", "accept": "--accept"},
     "sweep": {"contract": "--contract", "contracts": "--contract", "task": "--task", "size": "--size",
               "dtype": "--dtype", "runners": "--runner", "cases": "--case", "device": "--device",
               "threads": "--threads", "warmup": "--warmup", "samples": "--samples",
@@ -263,6 +263,7 @@ def main() -> None:
 @_config_option("--threads", "threads", type=int)
 @_config_option("--warmup", "warmup", type=int)
 @_config_option("--samples", "samples", type=int)
+@_config_option("--repeats", "repeats", type=int, metavar="K")
 @_config_option("--target-ci", "target_ci", metavar="PCT")
 @_config_option("--max-samples", "max_samples", type=int)
 @_config_option("--max-time", "max_time_s", type=float)
@@ -282,7 +283,7 @@ def main() -> None:
 @_config_option("--out", "out", type=click.Path(dir_okay=False, path_type=Path))
 @_config_option("--overwrite", "overwrite", is_flag=True)
 def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_: tuple[str, ...],
-        cases_: tuple[str, ...], device: str, threads: int | None, warmup: int, samples: int,
+        cases_: tuple[str, ...], device: str, threads: int | None, warmup: int, samples: int, repeats: int,
         target_ci: str | None, max_samples: int, max_time_s: float, case_time_limit_s: float,
         runner_option: tuple[str, ...],
         baseline: str | None, task_option: tuple[str, ...], gate: tuple[str, ...], label: tuple[str, ...],
@@ -297,7 +298,8 @@ def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_:
     cfg = RunConfig(
         contract=contracts_[0], contracts=tuple(contracts_) if len(contracts_) > 1 else (),
         task=task, size=size, dtype=dtype, runners=runners, cases=tuple(cases_), device=device,
-        threads=threads, warmup=warmup, samples=samples, target_ci=_percent(target_ci, "--target-ci"),
+        threads=threads, warmup=warmup, samples=samples, repeats=repeats,
+        target_ci=_percent(target_ci, "--target-ci"),
         max_samples=max_samples, max_time_s=max_time_s, case_time_limit_s=case_time_limit_s, out=out,
         overwrite=overwrite, baseline=baseline,
         runner_options=_runner_options(runners, aliases, runner_option),
@@ -446,15 +448,20 @@ def _threshold(raw: str) -> float:
               help="Relative change that counts, in percent (5 or 5%).")
 @click.option("--metric", type=click.Choice(["p50", "p99", "both"]), default="p50", show_default=True)
 @click.option("--accept", multiple=True,
-              help="Compare rows despite this kind of difference: device, model, options, fallbacks, "
-                   "incomplete (a receipt of an unfinished run) (repeatable).")
+              help="Compare rows despite this kind of difference: declared (device, model, options, "
+                   "incomplete: a receipt of an unfinished run) or conditions (noisy, unsettled, cpu, "
+                   "load, gpu, versions) (repeatable).")
 @click.option("--alpha", default=0.05, show_default=True, type=float,
-              help="Family-wise error rate (Holm across rows).")
+              help="Family-wise error rate (Holm across rows; halved per family with --metric both).")
 @click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table",
               show_default=True)
 def diff(base: Path, head: Path, threshold: str, metric: str, accept: tuple[str, ...], alpha: float,
          fmt: str) -> None:
-    """Compare two receipts row by row; exit 1 on a regression, 2 on a refused comparison."""
+    """Compare two receipts row by row.
+
+    Exit 0: no regression; 1: a slower or newly invalid row; 2: a refused comparison or
+    unusable input; 3: no regression found, but some rows were unreliable (conditions).
+    """
     from benchbox import render
     from benchbox.receipts.diff import ComparisonRefused, DiffOptions, accept_kinds, diff_files
 
@@ -494,11 +501,18 @@ def export(receipt: Path, fmt: str, output: Path | None) -> None:
               help="diff takes two receipts: BASE HEAD; sweep takes a sweep's receipts or its sweep.json.")
 @click.option("--threshold", default="5%", show_default=True,
               help="diff: relative change that counts, in percent (5 or 5%).")
-def plot(receipts: tuple[Path, ...], output: Path, kind: str, threshold: str) -> None:
+@click.option("--metric", type=click.Choice(["p50", "p99", "both"]), default="p50", show_default=True,
+              help="diff: what is judged, as in benchbox diff.")
+@click.option("--accept", multiple=True, help="diff: as benchbox diff --accept (repeatable).")
+def plot(receipts: tuple[Path, ...], output: Path, kind: str, threshold: str, metric: str,
+         accept: tuple[str, ...]) -> None:
     """Draw a figure from receipts: p50/p99 per case, stages, distributions, or a diff."""
     from benchbox.plots import render
+    from benchbox.receipts.diff import DiffOptions, accept_kinds
 
-    _echo(f"wrote {render(receipts, output, kind, _threshold(threshold))}")
+    th = _threshold(threshold)
+    opts = DiffOptions(threshold=th, metric=metric, accept=accept_kinds(accept)) if kind == "diff" else None
+    _echo(f"wrote {render(receipts, output, kind, th, opts)}")
 
 
 @main.command()

@@ -52,6 +52,7 @@ def collect(device: str) -> dict[str, Any]:
         "benchbox": __version__,
         "git": git_state(),
         "system": system_metadata(),
+        "load": load_at_start(),
     }
     if "torch" in sys.modules or device != "none":
         import torch
@@ -71,6 +72,37 @@ def collect(device: str) -> dict[str, Any]:
             env["gpu"].update(_nvidia_smi(idx))
             env["gpu_state_before"] = gpu_state(device)
     return env
+
+
+def _cpu_times() -> tuple[int, int] | None:
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    except (OSError, IndexError):
+        return None
+    vals = [int(v) for v in fields[:8]]  # guest time is counted in user already
+    idle = vals[3] + (vals[4] if len(vals) > 4 else 0)
+    return sum(vals) - idle, sum(vals)
+
+
+def load_at_start(window_s: float = 0.5) -> dict[str, Any]:
+    """How busy the machine is as the run starts: the 1-minute load average per core and the
+    fraction of CPU time busy over ``window_s`` (this process sleeps meanwhile)."""
+    import time
+
+    cores = os.cpu_count() or 1
+    out: dict[str, Any] = {"cores": cores}
+    try:
+        avg = os.getloadavg()[0]
+        out.update(load_avg_1min=avg, per_core=round(avg / cores, 3))
+    except OSError:
+        pass
+    a = _cpu_times()
+    time.sleep(window_s)
+    b = _cpu_times()
+    if a and b and b[1] > a[1]:
+        out["busy_fraction"] = round((b[0] - a[0]) / (b[1] - a[1]), 3)
+        out["window_s"] = window_s
+    return out
 
 
 def _nvidia_smi(index: int) -> dict[str, Any]:

@@ -401,3 +401,97 @@ def holm(pvalues: Sequence[float]) -> list[float]:
     out = np.empty(m)
     out[order] = np.minimum(adj, 1.0)
     return [float(v) for v in out]
+
+
+# --- rounds: run-to-run variance ---
+# A run may take its samples in independent rounds (``benchbox run --repeats K``). Samples of
+# one round are not independent draws from "the machine": the spread between rounds is
+# run-to-run variance. The interval of a ratio resamples rounds, then samples within them.
+
+#: Bootstrap resamples of the hierarchical interval unless told otherwise.
+HIER_RESAMPLES = 2000
+
+
+def log_quantile_bootstrap(rounds: Sequence[np.ndarray], q: float, n_resamples: int,
+                           rng: np.random.Generator) -> np.ndarray:
+    """log of the q-quantile of ``n_resamples`` hierarchical bootstrap resamples.
+
+    Each resample draws as many rounds as there are, with replacement, then within each
+    drawn round as many samples as it holds, with replacement, and takes the quantile of
+    the pooled draw. One round is the ordinary bootstrap (drawn exactly, in O(1) per
+    resample, from the order statistics).
+    """
+    if len(rounds) == 1:
+        x = np.sort(np.asarray(rounds[0], dtype=np.float64))
+        return np.log(_bootstrap_quantiles(x, q, n_resamples, rng))
+    sizes = np.array([len(r) for r in rounds])
+    pooled = np.concatenate([np.asarray(r, dtype=np.float64) for r in rounds])
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    k, top = len(rounds), int(sizes.max())
+    out = np.empty(n_resamples)
+    chunk = max(1, 4_000_000 // (k * top))
+    for at in range(0, n_resamples, chunk):
+        b = min(chunk, n_resamples - at)
+        picks = rng.integers(0, k, (b, k))
+        size = sizes[picks][:, :, None]
+        idx = starts[picks][:, :, None] + np.floor(rng.random((b, k, top)) * size).astype(np.int64)
+        vals = pooled[idx]
+        if (sizes == top).all():
+            out[at:at + b] = np.quantile(vals.reshape(b, -1), q, axis=1)
+        else:  # a drawn round gives its own number of samples: the padding is left out
+            vals[np.arange(top)[None, None, :] >= size] = np.nan
+            out[at:at + b] = np.nanquantile(vals.reshape(b, -1), q, axis=1)
+    return np.log(out)
+
+
+def rounds_ratio(base_rounds: Sequence[np.ndarray], head_rounds: Sequence[np.ndarray], q: float,
+                 level: float = CI_LEVEL, *, n_resamples: int = HIER_RESAMPLES,
+                 seed: int = 0) -> tuple[float, tuple[float, float], float] | None:
+    """Ratio q(head)/q(base), its hierarchical-bootstrap interval and a two-sided p-value.
+
+    The p-value inverts the percentile interval: the smallest two-sided level at which the
+    interval of the ratio excludes 1 (at least 1/(resamples + 1)). Deterministic for a
+    seed. None when a side has fewer than RATIO_CI_MIN_N samples or a quantile ≤ 0.
+    """
+    a = [np.asarray(r, dtype=np.float64) for r in base_rounds if len(r)]
+    b = [np.asarray(r, dtype=np.float64) for r in head_rounds if len(r)]
+    if sum(map(len, a)) < RATIO_CI_MIN_N or sum(map(len, b)) < RATIO_CI_MIN_N:
+        return None
+    qa, qb = quantile(np.concatenate(a), q), quantile(np.concatenate(b), q)
+    if not (qa > 0 and qb > 0):
+        return None
+    rng = np.random.default_rng(seed)
+    la = log_quantile_bootstrap(a, q, n_resamples, rng)
+    lb = log_quantile_bootstrap(b, q, n_resamples, rng)
+    est = math.log(qb / qa)
+    boot = est + (lb - lb.mean()) - (la - la.mean())
+    alpha = (1.0 - level) / 2
+    lo, hi = np.percentile(boot, [100 * alpha, 100 * (1 - alpha)])
+    n = len(boot)
+    tail = min(np.count_nonzero(boot <= 0.0), np.count_nonzero(boot >= 0.0))
+    p = 2.0 * (tail + 1) / (n + 1)
+    sd = float(boot.std())
+    if tail == 0 and sd > 0:
+        # every resample on one side: the count only bounds p by the resample count, which a
+        # many-row Holm family would never pass; the normal tail of the bootstrap takes over
+        from scipy.special import ndtr
+
+        p = min(p, 2.0 * float(ndtr(-abs(est) / sd)))
+    return qb / qa, (float(math.exp(lo)), float(math.exp(hi))), float(min(1.0, p))
+
+
+def steady_state_rounds(rounds: Sequence[Sequence[int]], shift: float = SETTLE_SHIFT,
+                        level: float = CI_LEVEL) -> dict[str, Any]:
+    """The steady-state check within each independent round (each round has its own warm-up).
+
+    Drift *between* rounds is run-to-run variance, which the comparison accounts for; it
+    does not make a run unsettled. The first unsettled round is reported, else the first.
+    """
+    checks = [steady_state(r, shift, level) for r in rounds if len(r)]
+    if not checks:
+        return steady_state([], shift, level)
+    bad = [i for i, c in enumerate(checks) if c.get("settled") is False]
+    pick = checks[bad[0]] if bad else checks[0]
+    return {**pick, "method": "first-half vs second-half median, within each round",
+            "rounds_checked": len(checks), "rounds_unsettled": len(bad),
+            "settled": (not bad) if any(c.get("checked") for c in checks) else None}

@@ -182,7 +182,7 @@ EVIL_CASE = "<img src=x onerror=\"document.title='pwned'\">"
 EVIL = HistorySpec(commits=4, samples=60, task="x<script>alert(1)</script>", cases=(EVIL_CASE,),
                    runners=("torch-eager",), base_ms={(EVIL_CASE, "torch-eager"): 1.0})
 #: the step series' regression, and the rows made invalid and failed on the way
-STEP = HistorySpec(step=0.15, step_at=31, invalid=((12, "outage", "torch-eager"),),
+STEP = HistorySpec(step=0.35, step_at=31, invalid=((12, "outage", "torch-eager"),),
                    failed=((20, "outage", "torch-compile"),))
 GPU = HistorySpec(commits=6, samples=60, gpu="NVIDIA H200")
 

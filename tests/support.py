@@ -34,3 +34,45 @@ def loaded(path: object) -> dict:
     from benchbox.receipts import load_receipt
 
     return load_receipt(path).to_json()  # type: ignore[arg-type]
+
+
+
+def synthetic_receipt(rows: dict, *, repeats: int = 1, environment: dict | None = None,
+                      calibration: dict | None = None, fallbacks: dict | None = None):
+    """A receipt (the golden one's header) whose rows hold the given samples.
+
+    ``rows`` maps (runner, case) to a list of rounds (each a sequence of nanoseconds);
+    ``fallbacks`` maps (runner, case) to that row's fallback entries. Statistics and caveats
+    are derived as a run derives them.
+    """
+    import json
+
+    import numpy as np
+
+    from benchbox import stats
+    from benchbox.receipts.model import decode_receipt
+
+    doc = json.loads(GOLDEN.read_text())
+    template = doc["results"][0]
+    doc["settings"] = {**(doc.get("settings") or {}), "repeats": repeats}
+    if environment:
+        doc["environment"].update(environment)
+    if calibration is not None:
+        doc["calibration"] = calibration
+    cases = {c["name"]: c for c in doc["task"]["cases"]}
+    results = []
+    for (runner, case), rounds in rows.items():
+        samples = [int(v) for r in rounds for v in np.asarray(r).round()]
+        if case not in cases:
+            cases[case] = {"name": case, "request_sha256": "0" * 64}
+        row = dict(template, runner=runner, case=case, request_sha256=cases[case]["request_sha256"],
+                   samples_ns=samples, round_sizes=[len(r) for r in rounds],
+                   stages_ns={"parse": samples}, reasons=[], summary=stats.summarize(samples),
+                   steady_state=stats.steady_state(samples) if repeats < 2
+                   else stats.steady_state_rounds([np.asarray(r).round().astype(int) for r in rounds]))
+        row["runner_report"] = dict(template["runner_report"],
+                                    fallbacks=(fallbacks or {}).get((runner, case), []))
+        results.append(row)
+    doc["task"]["cases"] = list(cases.values())
+    doc["results"] = results
+    return decode_receipt(doc, "synthetic")

@@ -13,8 +13,8 @@ from scipy import optimize, stats
 from benchbox.contracts import load_contract
 from benchbox.harness.calibration import calibrate
 from benchbox.harness.loop import CROSS_CHECK_TOLERANCE_NS, Measurement, clock_cross_check
-from benchbox.receipts.model import Calibration, ResultRow
-from benchbox.receipts.runner_compare import compare
+from benchbox.receipts.diff import VERDICTS, compare_runners
+from benchbox.receipts.model import Calibration, Receipt, ResultRow
 from benchbox.stats import (
     FLOOR_MULTIPLE,
     caveats,
@@ -178,7 +178,7 @@ def test_clock_cross_check_counts_violations_synthetic_device_samples() -> None:
     assert clock_cross_check(Measurement(clock_used="host", samples_ns=[1]), c) is None
 
 
-def test_compare_gives_bca_intervals_and_floor_verdicts() -> None:
+def test_runner_comparisons_use_the_diff_engine_and_its_words() -> None:
     rng = np.random.default_rng(5)
     base = rng.lognormal(14.0, 0.05, 400).astype(np.int64)
 
@@ -189,16 +189,21 @@ def test_compare_gives_bca_intervals_and_floor_verdicts() -> None:
                              "stages_ns": {}, "summary": summarize(x), "clock_used": clock})
 
     cal = Calibration.of({"floors": {"host": 1000, "device": None}})
-    rows = [row("base", base), row("fast", base * 8 // 10), row("same", base + 500),
+    rows = [row("base", base), row("fast", base * 7 // 10), row("same", base + 500),
             row("slow", base * 12 // 10, clock="device")]
-    out = compare(rows, "base", cal).to_json()
+    from tests.support import GOLDEN
+
+    doc = json.loads(GOLDEN.read_text())
+    receipt = Receipt.of({**doc, "results": [r.to_json() for r in rows], "calibration": cal.to_json(),
+                          "settings": {"baseline": "base"}})
+    out = compare_runners(receipt).to_json()
     by = {r["runner"]: r for r in out["rows"]}
     lo, hi = by["fast"]["p50_ratio_ci"]
     assert lo <= by["fast"]["p50_ratio"] <= hi < 1.0 and by["fast"]["p50_verdict"] == "faster"
     assert by["fast"]["p99_ratio_ci"] is not None
-    assert by["same"]["p50_verdict"].startswith("unresolvable")  # 500 ns < 3 × 1000 ns
-    assert by["slow"]["p50_verdict"].startswith("not comparable")
-    assert by["fast"]["floor_multiple"] == FLOOR_MULTIPLE
+    assert by["same"]["p50_verdict"] == "unchanged"  # +500 ns on ~1.2 ms
+    assert by["slow"]["p50_verdict"] == "not comparable"
+    assert {r["p50_verdict"] for r in out["rows"]} <= set(VERDICTS)
 
 
 def test_every_receipt_has_floors_and_quantile_intervals(eager_receipt_path: Path) -> None:

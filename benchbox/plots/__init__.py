@@ -42,7 +42,7 @@ def label_receipts(paths: Sequence[Path], receipts: Sequence[dict[str, Any]]) ->
 
 
 def figure(receipts: Sequence[LabelledReceipt], kind: str = "quantiles",
-           threshold: float = DEFAULT_THRESHOLD) -> Figure:
+           threshold: float = DEFAULT_THRESHOLD, diff_options: Any = None) -> Figure:
     """Draw one kind of figure from labelled receipts and return the matplotlib Figure."""
     if kind not in KINDS:
         raise UsageError(f"unknown plot kind '{kind}' (kinds: {', '.join(KINDS)})")
@@ -52,7 +52,7 @@ def figure(receipts: Sequence[LabelledReceipt], kind: str = "quantiles",
     shown = [LabelledReceipt(display_text(r.label), for_display(r.data)) for r in receipts]
     with plain_text():
         if kind == "diff":
-            return mod.figure(shown, threshold=threshold)
+            return mod.figure(shown, threshold=threshold, options=diff_options)
         return mod.figure(shown)
 
 
@@ -66,7 +66,7 @@ def check_output(out: Path) -> str:
 
 
 def render(paths: Sequence[str | Path], out: str | Path, kind: str = "quantiles",
-           threshold: float = DEFAULT_THRESHOLD) -> Path:
+           threshold: float = DEFAULT_THRESHOLD, diff_options: Any = None) -> Path:
     """Load receipts, draw the figure, save it as PNG or SVG by ``out``'s extension."""
     from benchbox.receipts import load_receipt
 
@@ -79,7 +79,7 @@ def render(paths: Sequence[str | Path], out: str | Path, kind: str = "quantiles"
         from benchbox.sweep import expand_index
 
         ps = expand_index(ps)
-    fig = figure(label_receipts(ps, [load_receipt(p) for p in ps]), kind, threshold)
+    fig = figure(label_receipts(ps, [load_receipt(p) for p in ps]), kind, threshold, diff_options)
     save(fig, out, fmt)
     return out
 

@@ -31,8 +31,9 @@ VERDICT_COLOURS: dict[str, str] = {
     "slower": "#d73027",
     "unchanged": "#4d4d4d",
     "unresolved": "#8073ac",
+    "unreliable": "#e08214",
 }
-NO_RATIO = ("invalid", "new", "removed", "not comparable")
+NO_RATIO = ("invalid", "new", "removed", "not comparable", "unreliable")
 #: tick sets for the ratio axis, from narrow to wide, and the widest log-span each suits
 _TICKS = ((0.25, (0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.15, 1.2, 1.25)),
           (0.8, (0.5, 0.67, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0)),
@@ -44,8 +45,13 @@ def _trim(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def figure(receipts: Sequence[LabelledReceipt], threshold: float = 0.05) -> Figure:
-    """Ratio HEAD/BASE of p50 and p99 with intervals; the ±threshold band shaded."""
+def figure(receipts: Sequence[LabelledReceipt], threshold: float = 0.05, options: Any = None) -> Figure:
+    """Ratio HEAD/BASE of p50 and p99 with intervals; the ±threshold band shaded.
+
+    The verdicts are ``benchbox diff``'s with the same options (``options``; by default
+    those of ``benchbox diff --threshold``): a metric the diff does not judge (p99 under
+    the default ``--metric p50``) is drawn as not judged.
+    """
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
@@ -57,8 +63,9 @@ def figure(receipts: Sequence[LabelledReceipt], threshold: float = 0.05) -> Figu
     if not 0 < threshold < 1:
         raise UsageError(f"--threshold must be between 0 and 100 percent, got {threshold * 100:g}")
     base, head = receipts
-    result = diff_receipts(base.data, head.data, DiffOptions(threshold=threshold, metric="both"),
-                           base_name=base.label, head_name=head.label)
+    opts = options if options is not None else DiffOptions(threshold=threshold)
+    threshold = opts.threshold
+    result = diff_receipts(base.data, head.data, opts, base_name=base.label, head_name=head.label)
     rows = list(result.rows)
     if not rows:
         raise UsageError("nothing to plot: neither receipt holds results")
@@ -110,7 +117,8 @@ def figure(receipts: Sequence[LabelledReceipt], threshold: float = 0.05) -> Figu
             if m is None or m.ratio is None:
                 ax.axhspan(sy - 0.42, sy + 0.42, facecolor="#f2f2f2", edgecolor="#b0b0b0",
                            hatch="///", lw=0, zorder=0)
-                ax.text(0.02, sy, r.verdict if m is None else "no ratio", va="center",
+                label = ("not judged (--metric)" if r.metrics else r.verdict) if m is None else "no ratio"
+                ax.text(0.02, sy, label, va="center",
                         fontsize=BASE_FONT - 1, style="italic", color="#555555",
                         transform=ax.get_yaxis_transform(),
                         bbox={"facecolor": "white", "edgecolor": "none", "pad": 1.2})
@@ -163,7 +171,7 @@ def figure(receipts: Sequence[LabelledReceipt], threshold: float = 0.05) -> Figu
     handles.append(Patch(facecolor="#dfe8f2", label=f"±{threshold:.0%} threshold band"))
     if any(r.verdict in NO_RATIO for r in rows):
         handles.append(Patch(facecolor="#f2f2f2", edgecolor="#b0b0b0", hatch="///",
-                             label="no ratio (new, removed, invalid or not comparable)"))
+                             label="no ratio (new, removed, invalid, unreliable or not comparable)"))
     fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.35 / height),
                ncol=len(handles), fontsize=BASE_FONT, frameon=False)
     fig.text(0.5, 1 - 0.12 / height, f"{head.label} vs {base.label}: ratio of quantiles per matched row",
@@ -174,6 +182,6 @@ def figure(receipts: Sequence[LabelledReceipt], threshold: float = 0.05) -> Figu
     notes = "; ".join(result.notes)
     caption(fig, f"Rows matched by (task, case, runner): {counts}. Ratio < 1 means {head.label} is "
                  "faster. Points are coloured by each quantile's own verdict; the row's verdict (left, "
-                 "right) combines both. Intervals and verdicts as in `benchbox diff --threshold "
-                 f"{threshold * 100:g}`." + (f" Notes: {notes}." if notes else ""))
+                 "right) combines them. Intervals and verdicts as in `benchbox diff --threshold "
+                 f"{threshold * 100:g} --metric {opts.metric}`." + (f" Notes: {notes}." if notes else ""))
     return fig

@@ -31,7 +31,7 @@ from benchbox.receipts.model import (
     Summary,
     TaskRecord,
 )
-from benchbox.stats import caveats, steady_state, summarize
+from benchbox.stats import caveats, steady_state, steady_state_rounds, summarize
 
 REFERENCE = "eager float32 on cpu"
 
@@ -73,6 +73,14 @@ def _load(m: Measurement) -> LoadRecord | None:
     return LoadRecord.of(m.load) if m.load is not None else None
 
 
+def _split(samples: Sequence[int], sizes: Sequence[int]) -> list[Sequence[int]]:
+    out, at = [], 0
+    for n in sizes:
+        out.append(samples[at:at + n])
+        at += n
+    return out
+
+
 def failed_row(runner: str, case: Any, reason: str, report: Mapping[str, Any],
                measurement: Measurement | None = None) -> ResultRow:
     """A (runner, case) that could not be measured, with the reason; samples kept if any."""
@@ -96,7 +104,7 @@ def partial_row(runner: str, case: Any, gates: Sequence[Any], m: Measurement, re
 
 
 def result_row(contract: Contract, runner: str, case: Any, gates: Sequence[Any], m: Measurement,
-               report: Mapping[str, Any]) -> ResultRow:
+               report: Mapping[str, Any], independent_rounds: bool = False) -> ResultRow:
     """A finished measurement: status from the gates, statistics, caveats as reasons.
 
     If the statistics themselves fail, the samples are kept in a ``failed`` row.
@@ -106,7 +114,8 @@ def result_row(contract: Contract, runner: str, case: Any, gates: Sequence[Any],
                + (f" ({g.detail})" if g.detail else "") for g in failed]
     try:
         summary = summarize(m.samples_ns)
-        steady = steady_state(m.samples_ns)
+        steady = (steady_state_rounds(_split(m.samples_ns, m.rounds())) if independent_rounds
+                  else steady_state(m.samples_ns))
         cross = clock_cross_check(m, contract)
     except Exception as e:  # keep what was measured even if its statistics fail
         return failed_row(runner, case, f"statistics failed: {error_line(e)}", report, m)

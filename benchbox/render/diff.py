@@ -11,7 +11,7 @@ from benchbox.render.common import ms as _ms
 from benchbox.render.common import terminal as _t
 
 _MARK = {"slower": "🔴", "faster": "🟢", "unchanged": "⚪", "unresolved": "🟡", "invalid": "❌",
-         "new": "🆕", "removed": "➖", "not comparable": "⛔"}
+         "new": "🆕", "removed": "➖", "not comparable": "⛔", "unreliable": "🌪️"}
 
 
 def _metric_cells(r: DiffRow) -> list[str]:
@@ -29,9 +29,9 @@ def _header(d: DiffResult) -> list[str]:
     lines = [f"benchbox diff {_t(d.base)} → {_t(d.head)}",
              _t(f"contract {c['name']} ({c['first']}..{c['last']}, {c['clock']} clock, "
                 f"hash {str(c['hash'])[:12]})"),
-             f"metric {o.metric}, threshold ±{o.threshold:.1%}, {o.level:.0%} BCa interval "
-             f"({o.n_resamples} resamples, seed {o.seed}), Brunner-Munzel/tail test with Holm at "
-             f"alpha {o.alpha}, floor {o.floor_multiple:g}× harness floor"
+             f"metric {o.metric}, threshold ±{o.threshold:.1%}, {o.level:.0%} interval "
+             f"({o.n_resamples} hierarchical bootstrap resamples over rounds, seed {o.seed}), Holm at "
+             f"alpha {o.alpha} per metric family, floor {o.floor_multiple:g}× harness floor"
              + (f" ({d.floor_ns:.0f} ns)" if d.floor_ns is not None else "")
              + (f", accepting differences in {', '.join(sorted(o.accept))}" if o.accept else "")]
     lines += [f"note: {_t(n)}" for n in d.notes]
@@ -40,7 +40,8 @@ def _header(d: DiffResult) -> list[str]:
 
 def _summary_line(d: DiffResult) -> str:
     counts = ", ".join(f"{n} {v}" for v, n in d.counts().items())
-    verdict = "REGRESSION" if d.exit_code else "no regression"
+    verdict = {1: "REGRESSION", 3: "no regression found, some rows unreliable"}.get(d.exit_code,
+                                                                                   "no regression")
     return f"{verdict}: {counts or 'no rows'}"
 
 
@@ -48,10 +49,8 @@ def _details(r: DiffRow) -> list[str]:
     out = []
     if r.explanation:
         out.append(f"stages moved: {r.explain()}")
-    if r.fallbacks_added:
-        out.append("new fallbacks: " + "; ".join(r.fallbacks_added))
-    if r.fallbacks_removed:
-        out.append("removed fallbacks: " + "; ".join(r.fallbacks_removed))
+    if r.causes:
+        out.append("probable causes: " + "; ".join(r.causes))
     if r.accepted:
         out.append("accepted differences: " + "; ".join(r.accepted))
     return out
@@ -71,35 +70,91 @@ def diff_table(d: DiffResult) -> str:
     return "\n".join(lines)
 
 
-def diff_markdown(d: DiffResult) -> str:
-    """A markdown report for a pull-request comment or a GitHub step summary."""
-    title = "❌ benchbox: performance regression" if d.exit_code else "✅ benchbox: no regression"
+#: The most characters a markdown report may have (a GitHub comment takes 65,536).
+MARKDOWN_LIMIT = 60_000
+#: Rows shown in the table before the rest are collapsed under a details block.
+MARKDOWN_ROWS = 40
+_CELL = 600
+
+
+def _clip(text: str, limit: int = _CELL) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def diff_markdown(d: DiffResult, limit: int = MARKDOWN_LIMIT) -> str:
+    """A markdown report for a pull-request comment or a GitHub step summary, ≤ ``limit`` characters.
+
+    Rows that need attention come first; after ``MARKDOWN_ROWS`` rows (or when the text
+    would pass the limit) the rest go into a collapsed details block, and whatever still
+    does not fit is counted ("and N more rows").
+    """
+    lines = _markdown_head(d)
+    order = sorted(d.rows, key=lambda r: _ATTENTION.get(r.verdict, 9))
+    rows = [_markdown_row(r) for r in order]
+    table = ["| runner | case | verdict | base → head | ratio (CI) | why |", "|---|---|---|---|---|---|"]
+    shown = rows[:MARKDOWN_ROWS]
+    rest = rows[MARKDOWN_ROWS:]
+    body = lines + table
+    size = sum(len(x) + 1 for x in body) + 200
+    out = list(body)
+    left = []
+    for i, row in enumerate(shown + rest):
+        if i >= MARKDOWN_ROWS or size + len(row) + 1 > limit:
+            left = (shown + rest)[i:]
+            break
+        out.append(row)
+        size += len(row) + 1
+    if left:
+        more = ["", f"<details><summary>{len(left)} more rows</summary>", ""] + table
+        size += sum(len(x) + 1 for x in more) + 40
+        kept = 0
+        for row in left:
+            if size + len(row) + 1 > limit:
+                break
+            more.append(row)
+            size += len(row) + 1
+            kept += 1
+        if kept < len(left):
+            more += ["", f"and {len(left) - kept} more rows (see `benchbox diff --format json`)"]
+        out += more + ["", "</details>"]
+    return "\n".join(out) + "\n"
+
+
+_ATTENTION = {"slower": 0, "invalid": 1, "unreliable": 2, "not comparable": 3, "faster": 4, "unresolved": 5,
+              "new": 6, "removed": 7, "unchanged": 8}
+
+
+def _markdown_head(d: DiffResult) -> list[str]:
+    title = {1: "❌ benchbox: performance regression",
+             3: "⚠️ benchbox: no regression found, some rows could not be judged"}.get(
+        d.exit_code, "✅ benchbox: no regression")
     o = d.options
     c = d.contract
     lines = [f"### {title}", "",
              f"{_md(d.base)} → {_md(d.head)} · contract **{_md(c['name'])}** ({_md(c['first'])}.."
              f"{_md(c['last'])}, {_md(c['clock'])} clock, {_md(str(c['hash'])[:12])}) · metric {o.metric}"
-             f" · threshold "
-             f"±{o.threshold:.1%} · {o.level:.0%} BCa interval, Holm at alpha {o.alpha}"
+             f" · threshold ±{o.threshold:.1%} · {o.level:.0%} hierarchical bootstrap over rounds, "
+             f"Holm at alpha {o.alpha}"
              + (f" · accepted: {', '.join(sorted(o.accept))}" if o.accept else ""), "",
              f"**{_summary_line(d)}**", ""]
-    lines += [f"> {_md(n)}" for n in d.notes]
+    lines += [f"> {_md(_clip(n))}" for n in d.notes[:20]]
+    if len(d.notes) > 20:
+        lines.append(f"> and {len(d.notes) - 20} more notes")
     if d.notes:
         lines.append("")
-    lines += ["| runner | case | verdict | base → head | ratio (CI) | why |",
-              "|---|---|---|---|---|---|"]
-    for r in d.rows:
-        if r.metrics:
-            bh = "<br>".join(f"{m.metric} {_ms(m.base_ns)} → {_ms(m.head_ns)} ms" for m in r.metrics)
-            rc = "<br>".join((f"×{m.ratio:.3f}" if m.ratio is not None else "-")
-                             + (f" [{m.ci[0]:.3f}, {m.ci[1]:.3f}]" if m.ci else "") for m in r.metrics)
-        else:
-            bh = rc = "-"
-        why = [r.reason] if r.reason else []
-        why += _details(r)
-        lines.append(f"| {_md(r.runner)} | {_md(r.case)} | {_MARK.get(r.verdict, '')} **{r.verdict}** "
-                     f"| {bh} | {rc} | {'<br>'.join(_md(w) for w in why)} |")
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def _markdown_row(r: DiffRow) -> str:
+    if r.metrics:
+        bh = "<br>".join(f"{m.metric} {_ms(m.base_ns)} → {_ms(m.head_ns)} ms" for m in r.metrics)
+        rc = "<br>".join((f"×{m.ratio:.3f}" if m.ratio is not None else "-")
+                         + (f" [{m.ci[0]:.3f}, {m.ci[1]:.3f}]" if m.ci else "") for m in r.metrics)
+    else:
+        bh = rc = "-"
+    why = ([r.reason] if r.reason else []) + _details(r)
+    return (f"| {_md(_clip(r.runner, 120))} | {_md(_clip(r.case, 120))} | {_MARK.get(r.verdict, '')} "
+            f"**{r.verdict}** | {bh} | {rc} | {'<br>'.join(_md(_clip(w, 400)) for w in why)} |")
 
 
 def diff_json(d: DiffResult) -> str:

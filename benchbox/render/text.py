@@ -66,6 +66,17 @@ def compile_lines(results: Sequence[ResultRow]) -> list[str]:
     return out
 
 
+def runner_comparisons(receipt: Receipt) -> Any:
+    """The runners against the baseline runner, judged now by the diff engine (the receipt's
+    stored comparisons may come from an older benchbox with other words)."""
+    from benchbox.receipts.diff import compare_runners
+
+    stored = receipt.comparisons
+    if not any(r.usable for r in receipt.results):
+        return stored
+    return compare_runners(receipt, stored.baseline if stored is not None else None)
+
+
 def results_table(receipt: Receipt) -> str:
     """One line per (runner, case): status, p50/p99 in ms with intervals, samples."""
     task = receipt.task
@@ -89,9 +100,10 @@ def results_table(receipt: Receipt) -> str:
             reported[r.runner] = r.fallbacks
     lines += [_t(f"{name} fallbacks: {fallback_summary(fb)}") for name, fb in reported.items()]
     lines += [_t(x) for x in compile_lines(receipt.results)]
-    comp = receipt.comparisons
+    comp = runner_comparisons(receipt)
     if comp is not None and comp.rows:
-        lines.append(f"p50 ratio against {_t(comp.baseline)} (valid rows only):")
+        lines.append(f"p50 ratio against {_t(comp.baseline)} "
+                     "(valid rows only; verdicts as in benchbox diff):")
         for row in comp.rows:
             ci = ratio_ci(row.p50_ratio_ci)
             verdict = f"  {row.p50_verdict}" if row.p50_verdict else ""
@@ -103,7 +115,8 @@ def results_table(receipt: Receipt) -> str:
 
 
 def side_by_side(receipts: Sequence[Receipt], names: Sequence[str]) -> str:
-    """Several receipts' p50 (status) per (task, case, runner), one column per receipt."""
+    """Several receipts' p50 (status) per (task, case, runner), one column per receipt; with two
+    receipts under one contract, the diff engine's verdict of [2] against [1] per row."""
     first = receipts[0].contract
     lines = []
     for i, (r, n) in enumerate(zip(receipts, names)):
@@ -121,10 +134,26 @@ def side_by_side(receipts: Sequence[Receipt], names: Sequence[str]) -> str:
             p50 = ms(row.summary.p50_ns)
             cells[(k, i)] = p50 if row.status == "valid" else f"{p50} ({row.status})"
     width = max(14, *(len(v) for v in cells.values())) if cells else 14
+    verdicts = _pair_verdicts(receipts, names)
     head = f"{'task':<10} {'runner':<16} {'case':<12} " + " ".join(
         f"{f'[{i + 1}] p50 ms':>{width}}" for i in range(len(receipts)))
+    head += "  [2] vs [1]" if verdicts else ""
     lines += [head, "-" * len(head)]
     for k in keys:
         lines.append(f"{k[0]:<10} {k[2]:<16} {k[1]:<12} " + " ".join(
-            f"{cells.get((k, i), '-'):>{width}}" for i in range(len(receipts))))
+            f"{cells.get((k, i), '-'):>{width}}" for i in range(len(receipts)))
+            + (f"  {verdicts.get(k, '-')}" if verdicts else ""))
     return "\n".join(lines)
+
+
+def _pair_verdicts(receipts: Sequence[Receipt], names: Sequence[str]) -> dict[tuple[str, str, str], str]:
+    """The verdict of ``benchbox diff [1] [2]`` per row (empty when not exactly two comparable receipts)."""
+    from benchbox.receipts.diff import ComparisonRefused, diff_receipts
+
+    if len(receipts) != 2:
+        return {}
+    try:
+        d = diff_receipts(receipts[0], receipts[1], base_name=names[0], head_name=names[1])
+    except ComparisonRefused:
+        return {}
+    return {r.key: r.verdict for r in d.rows}

@@ -129,10 +129,8 @@ def _details(r: DiffRow) -> list[str]:
     out = [r.reason] if r.reason else []
     if r.explanation:
         out.append(f"stages moved: {r.explain()}")
-    if r.fallbacks_added:
-        out.append("new fallbacks: " + "; ".join(r.fallbacks_added))
-    if r.fallbacks_removed:
-        out.append("removed fallbacks: " + "; ".join(r.fallbacks_removed))
+    if r.causes:
+        out.append("probable causes: " + "; ".join(r.causes))
     if r.accepted:
         out.append("accepted differences: " + "; ".join(r.accepted))
     return out

@@ -60,6 +60,10 @@ class RunConfig:
                                         "the receipt.")
     warmup: int = _f(DEFAULT_WARMUP, help="Untimed calls before sampling.")
     samples: int = _f(DEFAULT_SAMPLES, help="Fixed sample count (a two-sided 95% p99 interval needs ≥ 368).")
+    repeats: int = _f(1, help="Take the samples in K independent rounds, separated in time: every (runner, "
+                              "case) gets one round in turn, K times, each round after its own warm-up; "
+                              "the receipt keeps each sample's round and diff measures run-to-run "
+                              "variance from them (CI: 5).")
     target_ci: float | None = _f(None, help="Adaptive sampling: stop once the p50 95% interval half-width "
                                             "is below PCT percent (e.g. 1 or 1%), within max_samples and "
                                             "max_time_s.")
@@ -158,6 +162,13 @@ class RunConfig:
                 or limit < 0:
             raise FieldError("case_time_limit_s", f"must be a finite number of seconds ≥ 0 (0: no limit), "
                                                   f"got {limit!r}")
+        if self.repeats < 1:
+            raise FieldError("repeats", f"must be ≥ 1, got {self.repeats}")
+        if self.repeats > 1 and self.target_ci is not None:
+            raise FieldError("repeats", "adaptive sampling (target_ci) takes one round; drop one of them")
+        if self.repeats > self.samples:
+            raise FieldError("repeats", f"{self.repeats} rounds need at least as many samples "
+                                        f"(samples = {self.samples})")
         if self.dtype not in DTYPES:
             raise FieldError("dtype", f"unknown dtype '{self.dtype}' ({', '.join(DTYPES)})")
         if not re.fullmatch(r"cpu|cuda(:\d+)?", self.device):

@@ -141,9 +141,14 @@ class _Run:
         self._calibrate()
         self.references = self._reference()
         self.harnesses = [Harness(c, self.clock, cfg.load_bound()) for c in self.contracts]
-        for name in cfg.runners:
-            self.stop.check()
-            self._measure_runner(name)
+        if cfg.repeats > 1:
+            from benchbox.run.rounds import measure_in_rounds
+
+            measure_in_rounds(self)
+        else:
+            for name in cfg.runners:
+                self.stop.check()
+                self._measure_runner(name)
         self.stop.check()
         return self._finish()
 
@@ -228,7 +233,7 @@ class _Run:
         cfg = self.cfg
         env = environment.collect(cfg.device)
         settings: dict[str, Any] = {
-            "warmup": cfg.warmup, "samples": cfg.samples, "device": cfg.device,
+            "warmup": cfg.warmup, "samples": cfg.samples, "repeats": cfg.repeats, "device": cfg.device,
             "sampling": self.policy.describe(), "runners": list(cfg.runners), "baseline": self.baseline,
             "gates": self.task.gate_thresholds(), "contracts_in_run": [c.name for c in self.contracts],
             "case_time_limit_s": cfg.case_time_limit_s}
@@ -294,6 +299,16 @@ class _Run:
 
     # -- for each runner: prepare, then each case ---------------------------------------------
     def _measure_runner(self, name: str) -> None:
+        got = self._prepare_runner(name)
+        if got is None:
+            return
+        runner, phases = got
+        for case in self.cases:
+            self.stop.check()
+            self._record(self._contained_case(runner, case, phases))
+
+    def _prepare_runner(self, name: str) -> tuple[Runner, PhaseTimer] | None:
+        """The prepared runner, or None when it cannot run or failed (its rows recorded)."""
         opts = self.cfg.runner_options.get(name, {})
         reason = self._availability(name, opts)
         if reason is not None:
@@ -301,7 +316,7 @@ class _Run:
             report = {"options": opts, **self._unavailable_facts(name, opts), "unavailable": reason}
             for case in self.cases:
                 self._record([build.failed_row(name, case, reason, report)] * len(self.contracts))
-            return
+            return None
         phases = PhaseTimer(self.clock)
         try:
             runner = self.runner_factory(name, self.cfg.device, opts)
@@ -321,10 +336,8 @@ class _Run:
             for case in self.cases:
                 self._record([build.failed_row(name, case, f"preparation failed: {describe(e)}", report)]
                              * len(self.contracts))
-            return
-        for case in self.cases:
-            self.stop.check()
-            self._record(self._contained_case(runner, case, phases))
+            return None
+        return runner, phases
 
     def _contained_case(self, runner: Runner, case: Case, phases: PhaseTimer) -> list[ResultRow]:
         """One (runner, case); sys.exit or a BaseException from task or runner code fails its rows."""
@@ -345,6 +358,14 @@ class _Run:
 
     def _measure_case(self, runner: Runner, case: Case, phases: PhaseTimer) -> list[ResultRow]:
         """Validate once (two untimed calls, outside every timed region), then sample every contract."""
+        failed, gates = self._validate(runner, case, phases)
+        if failed is not None:
+            return failed
+        results = sample(self.harnesses, self.task, runner, case.request, self.policy, self.stop.should_stop)
+        return self._rows(runner, case, phases, gates, results)
+
+    def _validate(self, runner: Runner, case: Case, phases: PhaseTimer) -> tuple[list[ResultRow] | None, Any]:
+        """(None, the accuracy gates) of one (runner, case), or (its failed rows, None)."""
         n = len(self.contracts)
         try:
             first = self.harnesses[0].call(self.task, runner, case.request)
@@ -354,8 +375,13 @@ class _Run:
             self.progress(f"{runner.name} × {case.name}: failed: {error_line(e)}")
             report = {**_report(runner), "prepare_s": dict(phases.seconds),
                       "traceback": traceback.format_exc(limit=8)}
-            return [build.failed_row(runner.name, case, error_line(e), report)] * n
-        results = sample(self.harnesses, self.task, runner, case.request, self.policy, self.stop.should_stop)
+            return [build.failed_row(runner.name, case, error_line(e), report)] * n, None
+        return None, gates
+
+    def _rows(self, runner: Runner, case: Case, phases: PhaseTimer, gates: Any,
+              results: Sequence[Any]) -> list[ResultRow]:
+        """One row per contract from what sampling gave."""
+        n = len(self.contracts)
         rows: list[ResultRow] = []
         for harness, s in zip(self.harnesses, results):
             label = f"{runner.name} × {case.name}" + (f" [{harness.contract.name}]" if n > 1 else "")
@@ -369,7 +395,8 @@ class _Run:
                 rows.append(build.partial_row(runner.name, case, gates, s.measurement, report,
                                               self.stop.signal_name))
             else:
-                row = build.result_row(harness.contract, runner.name, case, gates, s.measurement, report)
+                row = build.result_row(harness.contract, runner.name, case, gates, s.measurement, report,
+                                       independent_rounds=self.cfg.repeats > 1)
                 self.progress(_finished(label, row))
                 rows.append(row)
         return rows  # fewer than the contracts when an interrupt cut the case short
@@ -379,14 +406,14 @@ class _Run:
 
     # -- finish -----------------------------------------------------------------------------
     def _finish(self) -> RunOutcome:
-        from benchbox.receipts.runner_compare import compare
+        from benchbox.receipts.diff import compare_runners
 
         environment = None
         if self.cfg.device.startswith("cuda"):
             from benchbox.environment import gpu_state
 
             environment = gpu_state(self.cfg.device)
-        comparisons = [compare(r.results, self.baseline, r.calibration) for r in self.receipts.receipts]
+        comparisons = [compare_runners(r, self.baseline) for r in self.receipts.receipts]
         self.receipts.finish(comparisons, environment)
         out = self.receipts
         first, *rest = [RunOutcome(p, r, problem=out.problem, saved=not out.in_memory)

@@ -22,6 +22,7 @@ Two versions:
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -100,6 +101,10 @@ def _real(rho_target: float) -> tuple[float, float, dict]:
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("BENCHBOX_REAL_CLOCK") != "1",
+                    reason="real-clock queueing check: a measurement, run at rest with BENCHBOX_REAL_CLOCK=1 "
+                           "(on a shared machine another process's bursts move the queue; the virtual-clock "
+                           "test above is the deterministic check)")
 @pytest.mark.parametrize("rho", UTILISATIONS)
 def test_mean_queue_matches_md1_with_the_real_clock(rho: float) -> None:
     measured, expected, d = _real(rho)

@@ -70,5 +70,6 @@ def test_the_cli_writes_a_receipt_that_diff_reads(two_runs: list[Path], tmp_path
     assert json.loads(out.read_text())["results"][0]["round_sizes"] == [12, 12]
     again = cli.invoke(main, ["combine", *map(str, two_runs), "-o", str(out)])
     assert again.exit_code == 2 and "exists" in again.output
-    d = cli.invoke(main, ["diff", str(out), str(out), "--format", "json"])
+    # the same rounds on both sides: no change, whatever this machine's noise flags
+    d = cli.invoke(main, ["diff", str(out), str(out), "--format", "json", "--accept", "noisy,unsettled"])
     assert d.exit_code == 0, d.output

@@ -58,17 +58,20 @@ def _main_series(h: History, case: str, runner: str) -> Series:
 
 # -- acceptance: the injected step is exactly one change point, no step is none --------------
 
-def test_a_15_percent_step_is_exactly_one_change_point_at_its_commit(step_history: History) -> None:
+def test_a_35_percent_step_is_exactly_one_change_point_at_its_commit(step_history: History) -> None:
     found = [(task, dev, s.case, s.runner, c.point.index) for task, dev, s in _all_series(step_history)
              for c in s.changes]
     assert len(found) == 1, found
     task, dev, case, runner, index = found[0]
     assert (task, case, runner, index) == ("decision", *STEP.step_series, STEP.step_at)
     change = _main_series(step_history, case, runner).changes[0]
-    assert 0.10 < change.found.change < 0.20
+    assert 0.28 < change.found.change < 0.42
     assert change.found.pvalue < 0.001
-    # the diff engine's verdict for the commit at the change point
-    assert change.point.step is not None and change.point.step.verdict == "slower"
+    # the diff engine's verdict for the commit at the change point: each receipt holds one round,
+    # so run-to-run variance is unknown and the step must exceed ±25% (it is +35%)
+    step = change.point.step
+    assert step is not None and step.verdict == "slower"
+    assert "run-to-run variance unknown" in step.reason
 
 
 def test_the_same_history_without_the_step_has_no_change_point(flat_history: History) -> None:
@@ -78,11 +81,12 @@ def test_the_same_history_without_the_step_has_no_change_point(flat_history: His
     assert step is not None and step.verdict != "slower"
 
 
-def test_pairwise_steps_alone_would_raise_false_alarms(flat_history: History) -> None:
-    """Why change points: with 2% run-to-run noise some single steps pass the ±5% diff."""
+def test_one_round_pairwise_steps_raise_no_false_alarms(flat_history: History) -> None:
+    """With 2% run-to-run noise between one-round receipts, a pairwise diff that took samples of
+    one run as independent draws passed the ±5% test on some steps; the one-round rule does not."""
     verdicts = [p.step.verdict for _, _, s in _all_series(flat_history) for p in s.points if p.step]
-    assert verdicts.count("unchanged") > len(verdicts) / 2
-    assert sum(v in ("slower", "faster") for v in verdicts) >= 1
+    assert verdicts
+    assert sum(v in ("slower", "faster") for v in verdicts) == 0
 
 
 # -- the same verdict engine as benchbox diff --------------------------------------------------

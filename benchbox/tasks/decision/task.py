@@ -13,6 +13,7 @@ import binascii
 import hashlib
 import json
 import re
+import time
 import zlib
 from dataclasses import dataclass
 from importlib import resources
@@ -42,6 +43,8 @@ OPTIONS: dict[str, tuple[type, Any, str]] = {
     "logits_fp32": (bool, True, "the schema head (joint document/choice score) in float32"),
     "pos_interp_round": (bool, True, "patch-position source coordinates snap to multiples of 1/256"),
     "fault": (str, "none", "deliberate fault, to prove the gates: none, flip_answer, unrepeatable"),
+    "slowdown_us": (int, 0, "deliberate slowdown, to prove a diff: serialize sleeps this many "
+                            "microseconds more per call (recorded in the receipt's task options)"),
 }
 FAULTS = ("none", "flip_answer", "unrepeatable")
 
@@ -147,6 +150,8 @@ class DecisionTask(Task):
         if self.settings["seed"] is None:
             self.settings["seed"] = self.spec.seed
         self.seed = int(self.settings["seed"])
+        if self.settings["slowdown_us"] < 0:
+            raise ValueError(f"task option slowdown_us: must be ≥ 0, got {self.settings['slowdown_us']}")
         if self.settings["fault"] not in FAULTS:
             raise ValueError(f"task option fault: {self.settings['fault']!r} is not one of "
                              f"{', '.join(FAULTS)}")
@@ -268,6 +273,8 @@ class DecisionTask(Task):
         }
 
     def serialize(self, answer: dict[str, Any]) -> bytes:
+        if self.settings["slowdown_us"] > 0:
+            time.sleep(self.settings["slowdown_us"] / 1e6)
         return json.dumps(answer, separators=(",", ":")).encode()
 
     # -- cases, model, accuracy -------------------------------------------------
@@ -350,4 +357,6 @@ class DecisionTask(Task):
                         if self.settings["weights"] else "seeded")
         if self.settings["fault"] != "none":
             d["fault"] = self.settings["fault"]
+        if self.settings["slowdown_us"]:
+            d["slowdown_us"] = self.settings["slowdown_us"]
         return d

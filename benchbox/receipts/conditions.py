@@ -1,0 +1,144 @@
+"""The conditions a number was timed under, and whether two runs' conditions let them be compared.
+
+Two kinds of difference make a comparison unreliable rather than a change: the row itself
+was flagged (noisy, unsettled) on either side, or the environment differs in something
+that moves timings (CPU model or cores, load at start, GPU driver, clocks or throttle at
+start, library versions). Such rows get the verdict ``unreliable`` with the reason,
+never ``slower``; ``benchbox diff --accept KIND`` compares them anyway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from benchbox import stats
+from benchbox.receipts.model import Receipt, ResultRow
+
+#: Kinds of condition that make a row unreliable unless accepted.
+CONDITION_KINDS = ("noisy", "unsettled", "cpu", "load", "gpu", "versions")
+#: Fraction of the CPUs busy with other work at start above which a machine counts as loaded.
+LOAD_BUSY = 0.5
+#: Relative difference of the GPU's SM clock at start that counts as a different condition.
+CLOCK_CHANGE = 0.10
+
+
+def _get(d: Any, *path: str) -> Any:
+    for p in path:
+        d = d.get(p) if isinstance(d, Mapping) else None
+    return d
+
+
+def load_class(env: Mapping[str, Any]) -> str | None:
+    """"busy" or "idle" from the load recorded at start (None: not recorded)."""
+    load = env.get("load")
+    if isinstance(load, Mapping):
+        busy = load.get("busy_fraction")
+        if isinstance(busy, (int, float)):
+            return "busy" if busy >= LOAD_BUSY else "idle"
+        per_core = load.get("per_core")
+        if isinstance(per_core, (int, float)):
+            return "busy" if per_core >= LOAD_BUSY else "idle"
+    avg, cores = _get(env, "system", "pyperf", "load_avg_1min"), env.get("cpu_count")
+    if isinstance(avg, (int, float)) and isinstance(cores, int) and cores > 0:
+        return "busy" if avg / cores >= LOAD_BUSY else "idle"
+    return None
+
+
+def _load_text(env: Mapping[str, Any]) -> str:
+    load = env.get("load") if isinstance(env.get("load"), Mapping) else {}
+    busy = load.get("busy_fraction")
+    if isinstance(busy, (int, float)):
+        return f"{busy:.0%} of CPU busy at start"
+    avg = _get(env, "system", "pyperf", "load_avg_1min")
+    if avg is None:
+        avg = load.get("load_avg_1min")
+    return f"load average {avg} on {env.get('cpu_count')} CPUs"
+
+
+def _throttle(env: Mapping[str, Any]) -> list[str]:
+    names = _get(env, "gpu_state_before", "throttle_reasons") or []
+    return sorted(str(n) for n in names if n not in ("gpu_idle", "applications_clocks_setting"))
+
+
+def _num(v: Any) -> float | None:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _gpu_changes(eb: Mapping[str, Any], eh: Mapping[str, Any]) -> list[str]:
+    out = []
+    db, dh = _get(eb, "gpu", "driver"), _get(eh, "gpu", "driver")
+    if db != dh:
+        out.append(f"driver {db} → {dh}")
+    for key in ("sm_clock_mhz", "max_sm_clock_mhz"):
+        cb = _num(_get(eb, "gpu_state_before", key))
+        ch = _num(_get(eh, "gpu_state_before", key))
+        if cb and ch and abs(ch - cb) / cb > CLOCK_CHANGE:
+            out.append(f"{key.replace('_mhz', '').replace('_', ' ')} at start {cb:g} → {ch:g} MHz")
+    tb, th = _throttle(eb), _throttle(eh)
+    if tb != th:
+        out.append(f"throttle at start {', '.join(tb) or 'none'} → {', '.join(th) or 'none'}")
+    return out
+
+
+def environment_differences(base: Receipt, head: Receipt) -> dict[str, str]:
+    """Kind → reason for each difference in what moves timings between the two runs."""
+    eb, eh = base.environment, head.environment
+    out: dict[str, str] = {}
+    cpu = [f"{k} {eb.get(k)} → {eh.get(k)}" for k in ("cpu", "cpu_count") if eb.get(k) != eh.get(k)]
+    if cpu:
+        out["cpu"] = ", ".join(cpu)
+    lb, lh = load_class(eb), load_class(eh)
+    if lb is not None and lh is not None and lb != lh:
+        out["load"] = f"BASE {lb} ({_load_text(eb)}), HEAD {lh} ({_load_text(eh)})"
+    gpu = _gpu_changes(eb, eh)
+    if gpu:
+        out["gpu"] = ", ".join(gpu)
+    versions = [f"{k} {eb.get(k)} → {eh.get(k)}" for k in ("torch", "cuda") if eb.get(k) != eh.get(k)]
+    if versions:
+        out["versions"] = ", ".join(versions)
+    return out
+
+
+def row_versions(base: ResultRow, head: ResultRow) -> str | None:
+    """The runner's library versions (e.g. TensorRT) that differ, or None."""
+    vb, vh = dict(base.runner_report.versions or {}), dict(head.runner_report.versions or {})
+    changed = [f"{k} {vb.get(k)} → {vh.get(k)}" for k in sorted(set(vb) | set(vh))
+               if str(vb.get(k)) != str(vh.get(k))]
+    return ", ".join(changed) or None
+
+
+def row_flags(row: ResultRow) -> dict[str, str]:
+    """The row's own flags that make it unreliable: noisy and unsettled.
+
+    Noisy: the robust coefficient of variation (1.4826 × MAD / median) above
+    ``stats.NOISE_CV`` — the body of the distribution is spread, as on a loaded machine.
+    Outliers and the plain coefficient of variation are left out on purpose: a tail that
+    got slower raises both, and a tail change is a result, not noise.
+    Unsettled: the receipt's steady-state check failed.
+    """
+    out: dict[str, str] = {}
+    rcv = (row.summary.noise or {}).get("robust_cv")
+    if isinstance(rcv, (int, float)) and rcv > stats.NOISE_CV:
+        out["noisy"] = f"robust coefficient of variation {rcv:.1%} exceeds {stats.NOISE_CV:.0%}"
+    for c in stats.caveats({}, row.steady_state):
+        if c.startswith("unsettled:"):
+            out["unsettled"] = c.split(": ", 1)[1]
+    return out
+
+
+def row_conditions(base: ResultRow, head: ResultRow, base_name: str = "BASE",
+                   head_name: str = "HEAD") -> dict[str, str]:
+    """Kind → reason for the flags of either row and the runner versions that differ."""
+    out: dict[str, list[str]] = {}
+    for name, row in ((base_name, base), (head_name, head)):
+        for kind, why in row_flags(row).items():
+            out.setdefault(kind, []).append(f"{name} {why}")
+    merged = {k: "; ".join(v) for k, v in out.items()}
+    versions = row_versions(base, head)
+    if versions:
+        merged["versions"] = versions
+    return merged

@@ -1,0 +1,138 @@
+"""Does `benchbox diff` raise false alarms in CI, and does it catch a real +10%?
+
+Identical code is run as BASE and HEAD (two `benchbox run`s on this machine, one after
+the other), in four scenarios, each repeated ``--reps`` times:
+
+- ``rest``: nothing else runs;
+- ``load``: a busy process on every core while HEAD runs (BASE at rest);
+- ``rest+slow`` / ``load+slow``: the same, with HEAD slowed by the decision task's declared
+  ``slowdown_us`` option (serialize sleeps that long; set to ``--slowdown`` × BASE's p50 of
+  a first calibration run, so about +10% on the whole call).
+
+For each scenario it counts the diffs by exit code (0 ok, 1 regression, 3 unreliable
+rows) and the rows judged slower. The bar: identical code never exits 1; the +10%
+slowdown is reported slower in ≥ 18 of 20 at rest. Under load on one side the diff is
+designed to say ``unreliable`` (exit 3), not ``slower``.
+
+    python benchmarks/ci_false_alarms.py --out benchmarks/results-ci-false-alarms.json
+
+Defaults are the CI defaults: ``--repeats 5 --samples 400``, torch-eager, tiny size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+SCENARIOS = ("rest", "load", "rest+slow", "load+slow")
+
+
+def _spin() -> None:  # pragma: no cover - runs in a child process
+    while True:
+        pass
+
+
+class Busy:
+    """A busy process on every core for the duration of a ``with`` block."""
+
+    def __init__(self, on: bool) -> None:
+        self.on, self.procs = on, []
+
+    def __enter__(self) -> Busy:
+        if self.on:
+            ctx = mp.get_context("spawn")
+            self.procs = [ctx.Process(target=_spin, daemon=True) for _ in range(os.cpu_count() or 1)]
+            for p in self.procs:
+                p.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for p in self.procs:
+            p.terminate()
+        for p in self.procs:
+            p.join()
+
+
+def _run(out: Path, args: argparse.Namespace, slowdown_us: int = 0) -> Path:
+    from benchbox.run import RunConfig, run
+
+    opts = {"slowdown_us": slowdown_us} if slowdown_us else {}
+    cfg = RunConfig(runners=(args.runner,), size=args.size, samples=args.samples, repeats=args.repeats,
+                    warmup=args.warmup, cases=tuple(args.case), task_options=opts, out=out)
+    return run(cfg).path
+
+
+def _slowdown_us(tmp: Path, args: argparse.Namespace) -> int:
+    """``--slowdown`` of the median p50 over the cases of a calibration run, in microseconds."""
+    from benchbox.receipts import load_receipt
+
+    r = load_receipt(_run(tmp / "calibration.json", args))
+    p50s = sorted(row.summary.p50_ns for row in r.results if row.summary.p50_ns)
+    return max(1, int(args.slowdown * p50s[len(p50s) // 2] / 1000))
+
+
+def scenario(name: str, rep: int, tmp: Path, args: argparse.Namespace, slow_us: int) -> dict[str, Any]:
+    """One BASE/HEAD pair of a scenario and the diff's exit code and verdicts."""
+    from benchbox.receipts.diff import DiffOptions, diff_files
+
+    base = _run(tmp / f"{name}-{rep}-base.json", args)
+    with Busy("load" in name):
+        head = _run(tmp / f"{name}-{rep}-head.json", args, slow_us if "slow" in name else 0)
+    d = diff_files(base, head, DiffOptions(metric=args.metric))
+    return {"exit_code": d.exit_code, "verdicts": dict(Counter(r.verdict for r in d.rows)),
+            "reasons": sorted({r.reason.split(":")[0] for r in d.rows if r.verdict == "unreliable"})}
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    codes = Counter(r["exit_code"] for r in runs)
+    return {"reps": len(runs), "exit_1": codes.get(1, 0), "exit_3": codes.get(3, 0),
+            "exit_0": codes.get(0, 0),
+            "runs_with_a_slower_row": sum(1 for r in runs if r["verdicts"].get("slower")), "runs": runs}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--samples", type=int, default=400)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--runner", default="torch-eager")
+    ap.add_argument("--size", default="tiny")
+    ap.add_argument("--case", action="append", default=[], help="cases (default: all)")
+    ap.add_argument("--metric", default="p50", choices=["p50", "p99", "both"])
+    ap.add_argument("--slowdown", type=float, default=0.10, help="injected slowdown, fraction of p50")
+    ap.add_argument("--scenario", action="append", choices=SCENARIOS, default=[])
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results-ci-false-alarms.json"))
+    args = ap.parse_args(argv)
+    if args.reps < 1 or args.samples < args.repeats:
+        print("ci_false_alarms: --reps must be ≥ 1 and --samples ≥ --repeats", file=sys.stderr)
+        return 2
+    command = ["python", "benchmarks/ci_false_alarms.py", *(argv if argv is not None else sys.argv[1:])]
+    results: dict[str, Any] = {"command": command,
+                               "settings": {k: (str(v) if isinstance(v, Path) else v)
+                                            for k, v in vars(args).items()}}
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        slow_us = _slowdown_us(tmp, args)
+        results["slowdown_us"] = slow_us
+        for name in args.scenario or SCENARIOS:
+            runs = [scenario(name, i, tmp, args, slow_us) for i in range(args.reps)]
+            results[name] = summarize(runs)
+            print(f"{name}: exit 1 in {results[name]['exit_1']}/{args.reps}, exit 3 in "
+                  f"{results[name]['exit_3']}, a slower row in {results[name]['runs_with_a_slower_row']}",
+                  file=sys.stderr)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=1) + "\n")
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""One engine, one vocabulary: diff, the diff figure and show give the same receipts the same verdicts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from click.testing import CliRunner
+
+from benchbox.cli import main
+from benchbox.receipts import load_receipt
+from benchbox.receipts.diff import VERDICTS
+from tests.support import synthetic_receipt
+
+
+def _write(tmp: Path, name: str, receipt) -> Path:
+    p = tmp / name
+    p.write_text(json.dumps(receipt.to_json()))
+    return p
+
+
+def test_diff_plot_and_show_agree_on_every_verdict(tmp_path: Path) -> None:
+    from benchbox.plots import figure, label_receipts
+
+    rng = np.random.default_rng(21)
+
+    def x(scale: float = 1.0, sigma: float = 0.05) -> list[np.ndarray]:
+        return [1e6 * scale * np.exp(rng.normal(0, sigma, 400))]
+
+    base = synthetic_receipt({("torch-eager", "same"): x(), ("torch-eager", "slow"): x(),
+                              ("torch-eager", "fast"): x(), ("torch-eager", "noisy"): x(),
+                              ("torch-eager", "gone"): x()})
+    head = synthetic_receipt({("torch-eager", "same"): x(), ("torch-eager", "slow"): x(1.6),
+                              ("torch-eager", "fast"): x(0.6), ("torch-eager", "noisy"): x(sigma=0.6),
+                              ("torch-eager", "added"): x()})
+    pb, ph = _write(tmp_path, "base.json", base), _write(tmp_path, "head.json", head)
+
+    r = CliRunner().invoke(main, ["diff", str(pb), str(ph), "--format", "json"])
+    diff = {row["case"]: row["verdict"] for row in json.loads(r.output)["rows"]}
+    assert r.exit_code == 1
+    assert diff == {"same": "unchanged", "slow": "slower", "fast": "faster", "noisy": "unreliable",
+                    "gone": "removed", "added": "new"}
+
+    fig = figure(label_receipts([pb, ph], [load_receipt(pb), load_receipt(ph)]), "diff", 0.05)
+    ticks = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    plotted = {}
+    case = None
+    for t in ticks:
+        if "[" not in t:
+            case = t
+        else:
+            plotted[case] = t.split("[", 1)[1].rstrip("]")
+    assert plotted == diff
+
+    r = CliRunner().invoke(main, ["show", str(pb), str(ph)])
+    assert r.exit_code == 0, r.output
+    shown = {line.split()[2]: line.split()[-1] for line in r.output.splitlines()
+             if line.startswith("decision ")}
+    shown = {k: {"comparable": "not comparable"}.get(v, v) for k, v in shown.items()}
+    assert shown == diff
+    assert set(diff.values()) <= set(VERDICTS)
+
+
+def test_show_of_one_receipt_uses_the_engine_words(tmp_path: Path) -> None:
+    rng = np.random.default_rng(22)
+    r = synthetic_receipt({("torch-compile", "invoice"): [1e6 * np.exp(rng.normal(0, 0.05, 400))],
+                           ("torch-eager", "invoice"): [2e6 * np.exp(rng.normal(0, 0.05, 400))]})
+    doc = r.to_json()
+    doc["settings"]["baseline"] = "torch-compile"
+    doc["comparisons"] = {"baseline": "torch-compile", "rows": [
+        {"case": "invoice", "runner": "torch-eager", "p50_ratio": 2.0, "p50_verdict": "indistinguishable"}]}
+    p = tmp_path / "one.json"
+    p.write_text(json.dumps(doc))
+    out = CliRunner().invoke(main, ["show", str(p)]).output
+    line = next(x for x in out.splitlines() if x.strip().startswith("torch-eager") and "invoice" in x
+                and "×" not in x and "ratio" not in x and "valid" not in x)
+    assert line.split()[-1] == "slower" and "indistinguishable" not in out

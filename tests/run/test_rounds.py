@@ -1,0 +1,54 @@
+"""``--repeats K``: samples in K independent rounds, interleaved across (runner, case), kept per row."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from benchbox.cli import main
+from benchbox.errors import FieldError
+from benchbox.receipts import load_receipt
+from benchbox.run import RunConfig, run
+from benchbox.run.rounds import round_sizes
+
+TASK = "tests.diff_tasks:factory"
+
+
+def test_round_sizes_split_evenly() -> None:
+    assert round_sizes(10, 3) == [4, 3, 3]
+    assert sum(round_sizes(401, 5)) == 401
+
+
+def test_repeats_take_rounds_in_turn_and_keep_each_samples_round(tmp_path: Path) -> None:
+    lines: list[str] = []
+    out = run(RunConfig(task=TASK, runners=("torch-eager",), samples=12, repeats=3, warmup=1,
+                        out=tmp_path / "r.json"), progress=lines.append)
+    r = load_receipt(out.path)
+    assert r.settings["repeats"] == 3
+    assert len(r.results) == 2
+    for row in r.results:
+        assert row.round_sizes == (4, 4, 4) and len(row.samples_ns) == 12
+        assert "3 independent round(s)" in (row.stop_reason or "")
+        assert row.steady_state is not None and "within each round" in row.steady_state["method"]
+    rounds = [i for i, line in enumerate(lines) if line.startswith("round ")]
+    assert len(rounds) == 3
+    # every (runner, case) finished after the last round began: the rounds interleave the cases
+    finished = [i for i, line in enumerate(lines) if "p50" in line and "samples" in line]
+    assert finished and min(finished) > rounds[-1]
+
+
+@pytest.mark.parametrize("kw, field", [({"repeats": 0}, "repeats"),
+                                       ({"repeats": 2, "target_ci": 1.0}, "repeats"),
+                                       ({"repeats": 50, "samples": 10}, "repeats")])
+def test_bad_repeats_name_the_field(kw: dict, field: str) -> None:
+    with pytest.raises(FieldError) as e:
+        RunConfig(**kw).validate()
+    assert e.value.field == field
+
+
+def test_cli_repeats_flag_and_one_line_error(tmp_path: Path) -> None:
+    r = CliRunner().invoke(main, ["run", "--repeats", "0", "--out", str(tmp_path / "x.json")])
+    assert r.exit_code == 2 and "--repeats: must be ≥ 1" in r.output
+    assert "--repeats K" in CliRunner().invoke(main, ["run", "--help"]).output
