@@ -7,6 +7,7 @@ Library errors name configuration fields; this layer shows them under their flag
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from collections.abc import Callable
@@ -189,6 +190,14 @@ def _set_alias(out: dict[str, dict[str, Any]], runner: str, alias: CliAlias, val
         out.setdefault(runner, {})[alias.option] = value
 
 
+def _progress_stream() -> Any:
+    """A stream to the terminal's stderr that stays there while the run captures descriptor 2."""
+    try:
+        return os.fdopen(os.dup(sys.stderr.fileno()), "w", buffering=1, encoding="utf-8", errors="replace")
+    except (AttributeError, ValueError, OSError, io.UnsupportedOperation):
+        return sys.stderr
+
+
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="benchbox")
 def main() -> None:
@@ -218,12 +227,20 @@ def main() -> None:
 @click.option("--label", multiple=True, metavar="KEY=VALUE",
               help="A fact about the run's conditions, recorded as settings.labels (repeatable).")
 @_config_option("--out", "out", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-q", "--quiet", is_flag=True, help="No progress on stderr (the tables still go to stdout).")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Every phase of every case, and library output (warnings, compiler logs) as it comes; "
+                   "it is kept in RECEIPT.log and the runner reports either way.")
 def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_: tuple[str, ...],
         cases_: tuple[str, ...], device: str, threads: int | None, warmup: int, samples: int,
         target_ci: str | None, max_samples: int, max_time_s: float, runner_option: tuple[str, ...],
         baseline: str | None, task_option: tuple[str, ...], gate: tuple[str, ...], label: tuple[str, ...],
-        out: Path | None, **aliases: Any) -> None:
-    """Measure runners × cases under a timing contract and write a receipt."""
+        out: Path | None, quiet: bool, verbose: bool, **aliases: Any) -> None:
+    """Measure runners × cases under a timing contract and write a receipt.
+
+    On a terminal a live line shows the case, its phase (calibrate, reference, compile,
+    validate, sample) and the time left; elsewhere one plain line per step.
+    """
     from benchbox.render import results_table
     from benchbox.run import DEFAULT_RUNNERS, RunConfig
     from benchbox.run import run as do_run
@@ -237,7 +254,9 @@ def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_:
         runner_options=_runner_options(runners, aliases, runner_option),
         task_options=_pairs(task_option, "--task-option"), gates=_pairs(gate, "--gate"),
         labels=_labels(label), command=tuple(["benchbox", *sys.argv[1:]]))
-    outcome = do_run(cfg, progress=lambda s: click.echo(s, err=True))
+    from benchbox.run.progress import reporter_for
+
+    outcome = do_run(cfg, reporter=reporter_for(_progress_stream(), quiet, verbose))
     for o in outcome.all:
         click.echo(results_table(o.receipt))
         click.echo(f"receipt written to {o.path}")
