@@ -73,6 +73,17 @@ class _Group(click.Group):
             _fail(UsageError(f"unexpected {type(e).__name__}: {e} "
                              "(BENCHBOX_DEBUG=1 shows the traceback)"))
 
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Each command with its whole first paragraph, wrapped rather than cut."""
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, (cmd.short_help or cmd.help or "").split("\n\n")[0].replace("\n", " ")))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
         if not standalone_mode:
             return super().main(*args, standalone_mode=False, **kwargs)
@@ -133,13 +144,26 @@ def _scalar(raw: str) -> Any:
     return raw
 
 
-def _config_option(flag: str, field: str, **kw: Any) -> Callable[[Any], Any]:
-    """A ``benchbox run`` option whose default and help are RunConfig's."""
+def _config_option(flag: str, field: str, values: str = "", **kw: Any) -> Callable[[Any], Any]:
+    """A ``benchbox run`` option whose default and help are RunConfig's (``values``: the valid ones)."""
     d = default(field)
     if not kw.get("multiple") and d not in (None, (), {}):
         kw.setdefault("default", d)
         kw.setdefault("show_default", True)
-    return click.option(flag, field if not kw.get("multiple") else f"{field}_", help=help_text(field), **kw)
+    text = help_text(field) + (f" Values: {values}." if values else "")
+    return click.option(flag, field if not kw.get("multiple") else f"{field}_", help=text, **kw)
+
+
+def _values() -> dict[str, str]:
+    """Valid values named in ``run --help`` (from torch-free registries)."""
+    from benchbox.tasks.decision.spec import CASE_NAMES, SIZES
+
+    return {"runners": ", ".join(ENTRIES),
+            "cases": f"{', '.join(CASE_NAMES)} (the decision task; `benchbox tasks` lists every task's)",
+            "size": f"{', '.join(SIZES)} (the decision task)"}
+
+
+_VALUES = _values()
 
 
 def _alias_option(runner: str, alias: CliAlias) -> Callable[[Any], Any]:
@@ -198,7 +222,7 @@ def _progress_stream() -> Any:
         return sys.stderr
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(__version__, prog_name="benchbox")
 def main() -> None:
     """Benchmark ML inference tasks under explicit timing contracts."""
@@ -208,10 +232,10 @@ def main() -> None:
 @_config_option("--contract", "contracts", multiple=True,
                 default=("public_task_call_wall",), show_default=True)
 @_config_option("--task", "task")
-@_config_option("--size", "size")
+@_config_option("--size", "size", _VALUES["size"])
 @_config_option("--dtype", "dtype", type=click.Choice(["float32", "float16", "bfloat16"]))
-@_config_option("--runner", "runners", multiple=True)
-@_config_option("--case", "cases", multiple=True)
+@_config_option("--runner", "runners", _VALUES["runners"], multiple=True)
+@_config_option("--case", "cases", _VALUES["cases"], multiple=True)
 @_config_option("--device", "device")
 @_config_option("--threads", "threads", type=int)
 @_config_option("--warmup", "warmup", type=int)
@@ -290,13 +314,24 @@ def matrix(plan: Path, store: Path, executor: str, ray_address: str | None, revi
     sys.exit(result.exit_code)
 
 
+_LIST_FORMAT = click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
+                            show_default=True, help="table for people, json for tools.")
+
+
 @main.command()
 @click.argument("receipts", nargs=-1, required=True, type=click.Path(path_type=Path))
-def show(receipts: tuple[Path, ...]) -> None:
+@_LIST_FORMAT
+def show(receipts: tuple[Path, ...], fmt: str) -> None:
     """Print the summary table of a receipt, or several receipts side by side."""
     from benchbox.receipts import load_receipt
     from benchbox.render import results_table, side_by_side
 
+    if fmt == "json":
+        from benchbox.render.data import dumps, receipt_summary
+
+        data = [receipt_summary(load_receipt(r), str(r)) for r in receipts]
+        click.echo(dumps(data[0] if len(data) == 1 else data))
+        return
     if len(receipts) == 1:
         click.echo(results_table(load_receipt(receipts[0])))
         return
@@ -315,14 +350,15 @@ def _threshold(raw: str) -> float:
 @click.argument("head", type=click.Path(path_type=Path))
 @click.option("--threshold", default="5%", show_default=True,
               help="Relative change that counts, in percent (5 or 5%).")
-@click.option("--metric", type=click.Choice(["p50", "p99", "both"]), default="p50", show_default=True)
+@click.option("--metric", type=click.Choice(["p50", "p99", "both"]), default="p50", show_default=True,
+              help="What the verdict judges: the median, the 99th percentile, or both.")
 @click.option("--accept", multiple=True,
               help="Compare rows despite this kind of difference: device, model, options, fallbacks, "
                    "incomplete (a receipt of an unfinished run) (repeatable).")
 @click.option("--alpha", default=0.05, show_default=True, type=float,
               help="Family-wise error rate (Holm across rows).")
 @click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table",
-              show_default=True)
+              show_default=True, help="table for the terminal, markdown for a pull request, json for tools.")
 def diff(base: Path, head: Path, threshold: str, metric: str, accept: tuple[str, ...], alpha: float,
          fmt: str) -> None:
     """Compare two receipts row by row; exit 1 on a regression, 2 on a refused comparison."""
@@ -344,7 +380,9 @@ def diff(base: Path, head: Path, threshold: str, metric: str, accept: tuple[str,
 
 @main.command()
 @click.argument("receipt", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["pyperf", "csv", "parquet"]), required=True)
+@click.option("--format", "fmt", type=click.Choice(["pyperf", "csv", "parquet"]), required=True,
+              help="pyperf: a file `python -m pyperf` reads (one run per round); csv/parquet: one row "
+                   "per sample with every stage and the environment.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Output file; default next to the receipt (.pyperf.json, .csv, .parquet).")
 def export(receipt: Path, fmt: str, output: Path | None) -> None:
@@ -373,55 +411,80 @@ def plot(receipts: tuple[Path, ...], output: Path, kind: str, threshold: str) ->
 
 @main.command()
 @click.argument("name", required=False)
-def contracts(name: str | None) -> None:
-    """List the built-in contracts, or show which stages one times."""
+@_LIST_FORMAT
+def contracts(name: str | None, fmt: str) -> None:
+    """List the built-in contracts, or show which stages one (NAME or a .toml file) times."""
     from benchbox.contracts import STAGES, builtin_contracts, load_contract
+    from benchbox.render.data import contract_data, dumps
+    from benchbox.render.table import table, wrapped
 
     if name is None:
-        for c in builtin_contracts():
-            click.echo(f"{c.name:<24} {c.first}..{c.last:<12} {c.clock:<7} {c.description}")
+        found = builtin_contracts()
+        if fmt == "json":
+            click.echo(dumps([contract_data(c) for c in found]))
+            return
+        click.echo(table(["contract", "region", "clock", "description"],
+                         [(c.name, f"{c.first}..{c.last}", c.clock, c.description) for c in found],
+                         wrap=("description",)))
         return
     c = load_contract(name)
+    if fmt == "json":
+        click.echo(dumps(contract_data(c)))
+        return
     click.echo(f"{c.name} (version {c.version}, {c.clock} clock, hash {c.hash[:16]})")
-    click.echo(c.description)
+    click.echo(wrapped(c.description))
     for s in STAGES:
         click.echo(f"  {'[x]' if s in c.stages else '[ ]'} {s}")
-    click.echo("policy: " + ", ".join(f"{k}={v}" for k, v in c.canonical()["policy"].items()))
+    click.echo(wrapped("policy: " + ", ".join(f"{k}={v}" for k, v in c.canonical()["policy"].items())))
 
 
 @main.command()
 @click.option("--task", "task_specs", multiple=True,
               help="Built-in task name or package.module:factory (repeatable); default the built-in tasks.")
-def tasks(task_specs: tuple[str, ...]) -> None:
-    """List tasks with their cases, sizes and parameter counts (counted from the built model)."""
+@_LIST_FORMAT
+def tasks(task_specs: tuple[str, ...], fmt: str) -> None:
+    """List tasks with their cases, sizes and parameter counts."""
+    from benchbox.render.data import dumps, tasks_data
+    from benchbox.render.table import table
     from benchbox.tasks import describe_tasks
 
-    for info in describe_tasks(task_specs):
+    infos = describe_tasks(task_specs)
+    if fmt == "json":
+        click.echo(dumps(tasks_data(infos)))
+        return
+    for info in infos:
         click.echo(f"{info.name} ({info.spec})")
         click.echo(f"  cases:  {', '.join(info.cases)}")
         click.echo(f"  dtypes: {', '.join(info.dtypes)}")
-        for s in info.sizes:
-            click.echo(f"  {s.name:<8} {s.parameters:>13,} parameters  {s.detail}".rstrip())
+        rows = [(s.name, f"{s.parameters:,}", s.detail) for s in info.sizes]
+        click.echo(table(["size", "parameters", "shape"], rows, right=("parameters",), wrap=("shape",)))
 
 
 @main.command()
-@click.option("--device", default="cpu", show_default=True)
-def runners(device: str) -> None:
-    """List runners and whether each can run here."""
+@click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
+@_LIST_FORMAT
+def runners(device: str, fmt: str) -> None:
+    """List runners and whether each can run here (and if not, why)."""
+    from benchbox.render.data import dumps, runners_data
+    from benchbox.render.table import table
     from benchbox.runners import RUNNERS, availability
 
-    for name in RUNNERS:
-        reason = availability(name, device)
-        click.echo(f"{name:<16} {'ready' if reason is None else reason}")
+    reasons = {name: availability(name, device) for name in RUNNERS}
+    if fmt == "json":
+        click.echo(dumps(runners_data(device, reasons)))
+        return
+    click.echo(table(["runner", f"on {device}"], [(n, r or "ready") for n, r in reasons.items()],
+                     wrap=(f"on {device}",)))
 
 
 @main.command()
-@click.option("--runner", default="tensorrt", show_default=True, type=click.Choice(["tensorrt"]))
+@click.option("--runner", default="tensorrt", show_default=True, type=click.Choice(["tensorrt"]),
+              help="Runner to check.")
 @click.option("--device", default="cuda", show_default=True, help="cuda or cuda:N.")
 @click.option("--flavour", "flavours", multiple=True, type=click.Choice(["tensorrt", "tensorrt_rtx"]),
               help="Flavour to check (repeatable); default every flavour that imports.")
-@click.option("--samples", default=100, show_default=True, type=int)
-@click.option("--warmup", default=5, show_default=True, type=int)
+@click.option("--samples", default=100, show_default=True, type=int, help="Samples per (contract, case).")
+@click.option("--warmup", default=5, show_default=True, type=int, help="Untimed calls before sampling.")
 @click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the receipts and verdict.txt go; default receipts/selfcheck-STAMP/.")
 def selfcheck(runner: str, device: str, flavours: tuple[str, ...], samples: int, warmup: int,

@@ -1,0 +1,78 @@
+"""Terminal tables with rich, rendered to plain text.
+
+On a terminal a table fits the terminal's width (long cells wrap inside their column);
+elsewhere it takes its natural width up to :data:`PLAIN_WIDTH` characters, so piped
+output and tests see the same lines wherever they run. No colour codes: the text is the
+same wherever it goes. Cells are text, never markup, so a name from a receipt prints as
+it is.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+#: the widest a table may be measured at
+NATURAL_WIDTH = 400
+#: the width of a table when stdout is not a terminal and the table is wider than that
+PLAIN_WIDTH = 120
+
+
+def terminal_width() -> int | None:
+    """The terminal's width when stdout is one; None otherwise (natural width)."""
+    try:
+        if sys.stdout.isatty():
+            return shutil.get_terminal_size().columns
+    except (AttributeError, ValueError, OSError):
+        pass
+    return None
+
+
+def _console(width: int) -> Any:
+    from rich.console import Console
+
+    return Console(file=io.StringIO(), width=width, color_system=None, force_terminal=False,
+                   no_color=True, highlight=False, emoji=False, markup=False, legacy_windows=False)
+
+
+def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[str] = (),
+          wrap: Sequence[str] = (), width: int | None = None) -> str:
+    """A table of ``rows`` under ``columns`` as text; ``right`` columns right-aligned (numbers).
+
+    ``wrap`` columns may wrap at a narrow width; the others keep their content on one line.
+    """
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, expand=False)
+    for c in columns:
+        t.add_column(Text(c), justify="right" if c in right else "left",
+                     no_wrap=c not in wrap, overflow="fold")
+    for r in rows:
+        t.add_row(*(Text("" if v is None else str(v)) for v in r))
+    return render(t, width)
+
+
+def render(renderable: Any, width: int | None = None) -> str:
+    """Any rich renderable as text: at ``width``, else the terminal's, else its natural width."""
+    w = width or terminal_width()
+    console = _console(w or NATURAL_WIDTH)
+    if w is None:
+        console = _console(min(PLAIN_WIDTH, max(20, console.measure(renderable).maximum)))
+    console.print(renderable)
+    text = console.file.getvalue()
+    return "\n".join(line.rstrip() for line in text.splitlines()).strip("\n")
+
+
+def wrapped(text: str, indent: int = 0, width: int | None = None) -> str:
+    """A long line wrapped at the terminal's width (unchanged when not a terminal)."""
+    w = width or terminal_width()
+    if w is None or len(text) + indent <= w:
+        return " " * indent + text
+    import textwrap
+
+    return textwrap.fill(text, width=w, initial_indent=" " * indent, subsequent_indent=" " * (indent + 2))
