@@ -265,9 +265,9 @@ def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_:
     On a terminal a live line shows the case, its phase (calibrate, reference, compile,
     validate, sample) and the time left; elsewhere one plain line per step.
     """
+    from benchbox import api
     from benchbox.render import results_table
     from benchbox.run import DEFAULT_RUNNERS, RunConfig
-    from benchbox.run import run as do_run
 
     runners = tuple(runners_) or DEFAULT_RUNNERS
     cfg = RunConfig(
@@ -280,7 +280,7 @@ def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_:
         labels=_labels(label), command=tuple(["benchbox", *sys.argv[1:]]))
     from benchbox.run.progress import reporter_for
 
-    outcome = do_run(cfg, reporter=reporter_for(_progress_stream(), quiet, verbose))
+    outcome = api.run(cfg, reporter=reporter_for(_progress_stream(), quiet, verbose))
     for o in outcome.all:
         click.echo(results_table(o.receipt))
         click.echo(f"receipt written to {o.path}")
@@ -323,7 +323,7 @@ _LIST_FORMAT = click.option("--format", "fmt", type=click.Choice(["table", "json
 @_LIST_FORMAT
 def show(receipts: tuple[Path, ...], fmt: str) -> None:
     """Print the summary table of a receipt, or several receipts side by side."""
-    from benchbox.receipts import load_receipt
+    from benchbox.api import load_receipt
     from benchbox.render import results_table, side_by_side
 
     if fmt == "json":
@@ -362,13 +362,12 @@ def _threshold(raw: str) -> float:
 def diff(base: Path, head: Path, threshold: str, metric: str, accept: tuple[str, ...], alpha: float,
          fmt: str) -> None:
     """Compare two receipts row by row; exit 1 on a regression, 2 on a refused comparison."""
-    from benchbox import render
-    from benchbox.receipts.diff import ComparisonRefused, DiffOptions, accept_kinds, diff_files
+    from benchbox import api, render
+    from benchbox.receipts.diff import ComparisonRefused
 
-    opts = DiffOptions(threshold=_threshold(threshold), metric=metric, alpha=alpha,
-                       accept=accept_kinds(accept))
     try:
-        result = diff_files(base, head, opts)
+        result = api.diff(base, head, threshold=_threshold(threshold), metric=metric, alpha=alpha,
+                          accept=accept)
     except ComparisonRefused as e:
         render.write_step_summary(render.refused_markdown(str(e)))
         raise
@@ -387,11 +386,9 @@ def diff(base: Path, head: Path, threshold: str, metric: str, accept: tuple[str,
               help="Output file; default next to the receipt (.pyperf.json, .csv, .parquet).")
 def export(receipt: Path, fmt: str, output: Path | None) -> None:
     """Export a receipt's raw samples for pyperf, or as CSV/Parquet (one row per sample)."""
-    from benchbox.receipts import load_receipt
-    from benchbox.receipts.export import default_output, export_receipt
+    from benchbox.api import export as do_export
 
-    path = export_receipt(load_receipt(receipt), fmt, output or default_output(receipt, fmt))
-    click.echo(f"wrote {path}")
+    click.echo(f"wrote {do_export(receipt, fmt, output)}")
 
 
 @main.command()
@@ -404,9 +401,9 @@ def export(receipt: Path, fmt: str, output: Path | None) -> None:
               help="diff: relative change that counts, in percent (5 or 5%).")
 def plot(receipts: tuple[Path, ...], output: Path, kind: str, threshold: str) -> None:
     """Draw a figure from receipts: p50/p99 per case, stages, distributions, or a diff."""
-    from benchbox.plots import render
+    from benchbox.api import plot as do_plot
 
-    click.echo(f"wrote {render(receipts, output, kind, _threshold(threshold))}")
+    click.echo(f"wrote {do_plot(receipts, output, kind, _threshold(threshold))}")
 
 
 @main.command()
