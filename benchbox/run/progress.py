@@ -137,13 +137,16 @@ class LiveReporter(Reporter):
 
         total = self.plan.total_cases if self.plan else 0
         elapsed = time.monotonic() - self.t_phase
-        head = Text.assemble(("benchbox ", "bold"), f"case {min(self.done_cases + 1, total)}/{total}  ",
-                             (self.where, "cyan"), "  ", (self.what, "yellow"),
-                             f"  {clock_text(elapsed)} in this phase")
+        line = Text(no_wrap=True, overflow="ellipsis")
+        line.append(f"{min(self.done_cases + 1, total)}/{total} ", "bold")
+        if self.where:
+            line.append(f"{self.where} ", "cyan")
+        line.append(self.what, "yellow")
+        line.append(f" · {clock_text(elapsed)}")
         run_eta = self._run_eta()
         if run_eta is not None:
-            head.append(f"  ·  run ≈ {clock_text(run_eta)} left (sampling)")
-        return head
+            line.append(f" · run: ≈{clock_text(run_eta)} of sampling left", "dim")
+        return line
 
     def _run_eta(self) -> float | None:
         """Sampling time left for the remaining cases, at the mean of the cases sampled so far."""
@@ -161,8 +164,7 @@ class LiveReporter(Reporter):
         p = self.plan
         cap = p.max_time_s * p.passes if p is not None and p.adaptive and p.max_time_s else None
         left = eta_s(time.monotonic() - self.t_phase, done, total, cap)
-        self.what = f"sample {done}/{total}{' (at most)' if p and p.adaptive else ''}, " \
-                    f"case ≈ {clock_text(left)} left"
+        self.what = f"sample {done}/{total}{' at most' if p and p.adaptive else ''} ≈{clock_text(left)} left"
 
     def case_finished(self, runner: str, case: str, line: str) -> None:
         if self.what.startswith("sample"):
