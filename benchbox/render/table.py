@@ -50,11 +50,28 @@ def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence
 
     t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, expand=False)
     for c in columns:
-        t.add_column(Text(c), justify="right" if c in right else "left",
-                     no_wrap=c not in wrap, overflow="fold")
+        # ``wrap`` columns may break between words; the others keep a cell on one line
+        t.add_column(Text(c), justify="right" if c in right else "left", no_wrap=c not in wrap,
+                     overflow="fold")
     for r in rows:
         t.add_row(*(Text("" if v is None else str(v)) for v in r))
-    return render(t, width)
+    w = width or terminal_width()
+    if w is not None and _console(NATURAL_WIDTH).measure(t).minimum > w:
+        return records(columns, rows, w)
+    return render(t, w)
+
+
+def records(columns: Sequence[str], rows: Sequence[Sequence[Any]], width: int) -> str:
+    """Rows too wide for the width as records: the first two cells as a heading, then the rest."""
+    import textwrap
+
+    out = []
+    for r in rows:
+        cells = ["" if v is None else str(v) for v in r]
+        out += textwrap.wrap(" · ".join(x for x in cells[:2] if x), width) or [""]
+        rest = " · ".join(f"{c} {v}" for c, v in zip(columns[2:], cells[2:]) if v)
+        out += textwrap.wrap(rest, width, initial_indent="  ", subsequent_indent="  ") if rest else []
+    return "\n".join(out)
 
 
 def render(renderable: Any, width: int | None = None) -> str:

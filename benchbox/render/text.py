@@ -80,7 +80,7 @@ def results_table(receipt: Receipt, width: int | None = None) -> str:
              ms(r.summary.p99_ns), ci_ms(r.summary.p99_ci_ns)) for r in receipt.results]
     lines.append(table(["runner", "case", "status", "n", "p50 ms", "p50 95% CI", "p99 ms", "p99 95% CI"],
                        rows, right=("n", "p50 ms", "p50 95% CI", "p99 ms", "p99 95% CI"),
-                       wrap=("runner", "case"), width=width))
+                       wrap=("runner", "case", "p50 95% CI", "p99 95% CI"), width=width))
     noted = [r for r in receipt.results if r.reasons]
     if noted:
         lines.append("notes:")

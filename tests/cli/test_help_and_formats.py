@@ -67,6 +67,10 @@ def test_tables_wrap_to_a_narrow_terminal_and_stay_plain_elsewhere() -> None:
     rows = [("a-very-long-runner-name-" * 3, "invoice", "1.000")]
     narrow = table(["runner", "case", "p50 ms"], rows, right=("p50 ms",), wrap=("runner",), width=40)
     assert all(len(ln) <= 40 for ln in narrow.splitlines()) and len(narrow.splitlines()) > 3
+    r = load_receipt(GOLDEN)
+    lines = results_table(r, width=50).split("notes:")[0].splitlines()
+    p50 = f"p50 ms {r.results[0].summary.p50_ns / 1e6:.3f}"
+    assert all(len(ln) <= 50 for ln in lines) and any(p50 in ln for ln in lines)  # as records
     plain = table(["runner", "case", "p50 ms"], rows, right=("p50 ms",), wrap=("runner",))
     assert len(plain.splitlines()) == 3 and "\x1b" not in plain  # header, rule, row: no colour codes
     assert "[bold]" in table(["x"], [("[bold]",)])  # cells are text, never markup
