@@ -94,3 +94,17 @@ def test_eta_from_the_rate_so_far_capped_by_the_policy() -> None:
     assert eta_s(10.0, 50, 100) == 10.0
     assert eta_s(10.0, 50, 100, cap_s=15.0) == 5.0
     assert clock_text(75) == "1:15" and clock_text(None) == "?"
+
+
+def test_cli_quiet_prints_nothing_on_stderr_and_piped_output_is_plain_lines(tmp_path: Path) -> None:
+    import subprocess
+
+    base = [sys.executable, "-m", "benchbox", "run", "--runner", "torch-eager", "--case", "invoice",
+            "--samples", "5", "--warmup", "1"]
+    quiet = subprocess.run([*base, "--quiet", "--out", str(tmp_path / "q.json")], capture_output=True,
+                           text=True, timeout=600)
+    assert quiet.returncode == 0 and quiet.stderr == "" and "torch-eager" in quiet.stdout
+    piped = subprocess.run([*base, "--out", str(tmp_path / "p.json")], capture_output=True, text=True,
+                           timeout=600)
+    assert piped.returncode == 0 and "\x1b" not in piped.stderr  # no live display when not a terminal
+    assert piped.stderr.splitlines()[-1].startswith("torch-eager × invoice: valid, p50")
