@@ -14,7 +14,7 @@ import os
 import sys
 import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +25,8 @@ REPORT_CHARS = 4000
 class OutputLog:
     """Captured output of a run, by phase; written to ``path`` as it comes."""
 
-    def __init__(self, path: Path | None) -> None:
-        self.path = path
+    def __init__(self, path: Path | None, echo: Callable[[str], None] | None = None) -> None:
+        self.path, self.echo = path, echo
         self.by_key: dict[str, list[str]] = {}
 
     @contextlib.contextmanager
@@ -48,6 +48,8 @@ class OutputLog:
 
     def _add(self, label: str, key: str, text: str) -> None:
         self.by_key.setdefault(key, []).append(f"[{label}]\n{text}")
+        if self.echo is not None:
+            self.echo(f"[{label}]\n{text}")
         if self.path is None:
             return
         try:

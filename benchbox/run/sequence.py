@@ -126,7 +126,7 @@ class _Run:
         if cfg.threads is not None:
             torch.set_num_threads(cfg.threads)
         self.receipts = self._open_receipts()
-        self.log = OutputLog(self.receipts.paths[0].with_suffix(".log"))
+        self.log = OutputLog(self.receipts.paths[0].with_suffix(".log"), self.reporter.captured)
         self.reporter.run_started(self._plan())
         self._calibrate()
         self.references = self._reference()

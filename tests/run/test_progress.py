@@ -108,3 +108,15 @@ def test_cli_quiet_prints_nothing_on_stderr_and_piped_output_is_plain_lines(tmp_
                            timeout=600)
     assert piped.returncode == 0 and "\x1b" not in piped.stderr  # no live display when not a terminal
     assert piped.stderr.splitlines()[-1].startswith("torch-eager × invoice: valid, p50")
+
+
+def test_captured_output_is_handed_to_the_reporter(tmp_path: Path) -> None:
+    shown: list[str] = []
+    log = OutputLog(tmp_path / "r.log", shown.append)
+    with log.capture("x: compile", "x"):
+        sys.stderr.write("AUTOTUNE bmm\n")
+    assert shown == ["[x: compile]\nAUTOTUNE bmm"]
+    lines: list[str] = []
+    LineReporter(lines.append, verbose=True).captured(shown[0])
+    LineReporter(lines.append).captured(shown[0])
+    assert lines == [shown[0]]  # shown only when verbose
