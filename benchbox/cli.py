@@ -48,7 +48,21 @@ def _fail(e: BenchboxError, command: str | None = None) -> NoReturn:
     sys.exit(e.exit_code)
 
 
-class _Group(click.Group):
+class _HelpGroup(click.Group):
+    """Lists each command with its whole first paragraph, wrapped rather than cut."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, (cmd.short_help or cmd.help or "").split("\n\n")[0].replace("\n", " ")))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+class _Group(_HelpGroup):
     """Turns every error into one line on stderr and the right exit code, never a traceback.
 
     Benchbox errors carry their exit code; click's usage errors exit 2; an
@@ -72,17 +86,6 @@ class _Group(click.Group):
                 raise
             _fail(UsageError(f"unexpected {type(e).__name__}: {e} "
                              "(BENCHBOX_DEBUG=1 shows the traceback)"))
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """Each command with its whole first paragraph, wrapped rather than cut."""
-        rows = []
-        for name in self.list_commands(ctx):
-            cmd = self.get_command(ctx, name)
-            if cmd is not None and not cmd.hidden:
-                rows.append((name, (cmd.short_help or cmd.help or "").split("\n\n")[0].replace("\n", " ")))
-        if rows:
-            with formatter.section("Commands"):
-                formatter.write_dl(rows)
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
         if not standalone_mode:
@@ -501,7 +504,7 @@ def selfcheck(runner: str, device: str, flavours: tuple[str, ...], samples: int,
     sys.exit(result.exit_code)
 
 
-@main.group()
+@main.group(cls=_HelpGroup)
 def store() -> None:
     """A local store of receipts: the history that `benchbox report` draws."""
 

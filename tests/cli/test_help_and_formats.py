@@ -39,6 +39,7 @@ def test_every_option_has_help_and_every_command_takes_dash_h() -> None:
 def test_help_lists_whole_command_descriptions_and_valid_values() -> None:
     top = CliRunner().invoke(main, ["--help"]).output
     assert "..." not in top.split("Commands:")[1]
+    assert "..." not in CliRunner().invoke(main, ["store", "--help"]).output.split("Commands:")[1]
     for path, cmd in _commands(main):
         if len(path) == 1:
             first = " ".join((cmd.help or "").split("\n\n")[0].split())
