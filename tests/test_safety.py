@@ -86,6 +86,12 @@ def test_run_makes_no_network_calls_with_socket_mocked(monkeypatch: pytest.Monke
             raise OSError(f"network use during a benchbox run: {name}")
         return _refuse
 
+    # modules that subclass socket.socket (ssl, imported by torch's dependencies) must load before
+    # the mock replaces it with a function; importing is not a network call
+    import ssl  # noqa: F401
+
+    import torch  # noqa: F401
+
     # a mock of the network: every way to open a connection or resolve a name is refused
     monkeypatch.setattr(socket, "socket", refuse("socket"))
     monkeypatch.setattr(socket, "create_connection", refuse("create_connection"))
