@@ -7,6 +7,7 @@ Library errors name configuration fields; this layer shows them under their flag
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from collections.abc import Callable
@@ -68,7 +69,21 @@ def _fail(e: BenchboxError, command: str | None = None) -> NoReturn:
     sys.exit(e.exit_code)
 
 
-class _Group(click.Group):
+class _HelpGroup(click.Group):
+    """Lists each command with its whole first paragraph, wrapped rather than cut."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, (cmd.short_help or cmd.help or "").split("\n\n")[0].replace("\n", " ")))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+class _Group(_HelpGroup):
     """Turns every error into one line on stderr and the right exit code, never a traceback.
 
     Benchbox errors carry their exit code; click's usage errors exit 2; an
@@ -188,13 +203,26 @@ def _scalar(raw: str) -> Any:
     return raw
 
 
-def _config_option(flag: str, field: str, **kw: Any) -> Callable[[Any], Any]:
-    """A ``benchbox run`` option whose default and help are RunConfig's."""
+def _config_option(flag: str, field: str, values: str = "", **kw: Any) -> Callable[[Any], Any]:
+    """A ``benchbox run`` option whose default and help are RunConfig's (``values``: the valid ones)."""
     d = default(field)
     if not kw.get("multiple") and d not in (None, (), {}):
         kw.setdefault("default", d)
         kw.setdefault("show_default", True)
-    return click.option(flag, field if not kw.get("multiple") else f"{field}_", help=help_text(field), **kw)
+    text = help_text(field) + (f" Values: {values}." if values else "")
+    return click.option(flag, field if not kw.get("multiple") else f"{field}_", help=text, **kw)
+
+
+def _values() -> dict[str, str]:
+    """Valid values named in ``run --help`` (from torch-free registries)."""
+    from benchbox.tasks.decision.spec import CASE_NAMES, SIZES
+
+    return {"runners": ", ".join(ENTRIES),
+            "cases": f"{', '.join(CASE_NAMES)} (the decision task; `benchbox tasks` lists every task's)",
+            "size": f"{', '.join(SIZES)} (the decision task)"}
+
+
+_VALUES = _values()
 
 
 def _alias_option(runner: str, alias: CliAlias) -> Callable[[Any], Any]:
@@ -245,7 +273,15 @@ def _set_alias(out: dict[str, dict[str, Any]], runner: str, alias: CliAlias, val
         out.setdefault(runner, {})[alias.option] = value
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+def _progress_stream() -> Any:
+    """A stream to the terminal's stderr that stays there while the run captures descriptor 2."""
+    try:
+        return os.fdopen(os.dup(sys.stderr.fileno()), "w", buffering=1, encoding="utf-8", errors="replace")
+    except (AttributeError, ValueError, OSError, io.UnsupportedOperation):
+        return sys.stderr
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(__version__, prog_name="benchbox")
 def main() -> None:
     """Benchmark ML inference tasks under explicit timing contracts."""
@@ -255,10 +291,10 @@ def main() -> None:
 @_config_option("--contract", "contracts", multiple=True,
                 default=("public_task_call_wall",), show_default=True)
 @_config_option("--task", "task")
-@_config_option("--size", "size")
+@_config_option("--size", "size", _VALUES["size"])
 @_config_option("--dtype", "dtype", type=click.Choice(["float32", "float16", "bfloat16"]))
-@_config_option("--runner", "runners", multiple=True)
-@_config_option("--case", "cases", multiple=True)
+@_config_option("--runner", "runners", _VALUES["runners"], multiple=True)
+@_config_option("--case", "cases", _VALUES["cases"], multiple=True)
 @_config_option("--device", "device")
 @_config_option("--threads", "threads", type=int)
 @_config_option("--warmup", "warmup", type=int)
@@ -282,17 +318,25 @@ def main() -> None:
               help="A fact about the run's conditions, recorded as settings.labels (repeatable).")
 @_config_option("--out", "out", type=click.Path(dir_okay=False, path_type=Path))
 @_config_option("--overwrite", "overwrite", is_flag=True)
+@click.option("-q", "--quiet", is_flag=True, help="No progress on stderr (the tables still go to stdout).")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Every phase of every case, and library output (warnings, compiler logs) as it comes; "
+                   "it is kept in RECEIPT.log and the runner reports either way.")
 def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_: tuple[str, ...],
         cases_: tuple[str, ...], device: str, threads: int | None, warmup: int, samples: int, repeats: int,
         target_ci: str | None, max_samples: int, max_time_s: float, case_time_limit_s: float,
         runner_option: tuple[str, ...],
         baseline: str | None, task_option: tuple[str, ...], gate: tuple[str, ...], label: tuple[str, ...],
         out: Path | None, gap_ms: str | None, rate_per_s: str | None, idle: str | None, max_backlog: int,
-        max_queue_ms: float, overwrite: bool, **aliases: Any) -> None:
-    """Measure runners × cases under a timing contract and write a receipt."""
+        max_queue_ms: float, overwrite: bool, quiet: bool, verbose: bool, **aliases: Any) -> None:
+    """Measure runners × cases under a timing contract and write a receipt.
+
+    On a terminal a live line shows the case, its phase (calibrate, reference, compile,
+    validate, sample) and the time left; elsewhere one plain line per step.
+    """
+    from benchbox import api
     from benchbox.render import results_table
     from benchbox.run import DEFAULT_RUNNERS, RunConfig
-    from benchbox.run import run as do_run
 
     runners = tuple(runners_) or DEFAULT_RUNNERS
     cfg = RunConfig(
@@ -306,7 +350,9 @@ def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_:
         task_options=_pairs(task_option, "--task-option"), gates=_pairs(gate, "--gate"),
         labels=_labels(label), command=tuple(["benchbox", *sys.argv[1:]]), gap_ms=_gap_ms(gap_ms),
         rate_per_s=_rate(rate_per_s), idle=idle, max_backlog=max_backlog, max_queue_ms=max_queue_ms)
-    outcome = do_run(cfg, progress=lambda s: _echo(s, err=True))
+    from benchbox.run.progress import reporter_for
+
+    outcome = api.run(cfg, reporter=reporter_for(_progress_stream(), quiet, verbose))
     for o in outcome.all:
         _echo(results_table(o.receipt))
         _echo(f"receipt written to {o.path}" if o.saved else "receipt NOT written (see below)")
@@ -400,13 +446,24 @@ def matrix(plan: Path, store: Path, executor: str, ray_address: str | None, revi
     sys.exit(result.exit_code)
 
 
+_LIST_FORMAT = click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
+                            show_default=True, help="table for people, json for tools.")
+
+
 @main.command()
 @click.argument("receipts", nargs=-1, required=True, type=click.Path(path_type=Path))
-def show(receipts: tuple[Path, ...]) -> None:
+@_LIST_FORMAT
+def show(receipts: tuple[Path, ...], fmt: str) -> None:
     """Print the summary table of a receipt, or several receipts side by side."""
-    from benchbox.receipts import load_receipt
+    from benchbox.api import load_receipt
     from benchbox.render import results_table, side_by_side
 
+    if fmt == "json":
+        from benchbox.render.data import dumps, receipt_summary
+
+        data = [receipt_summary(load_receipt(r), str(r)) for r in receipts]
+        click.echo(dumps(data[0] if len(data) == 1 else data))
+        return
     if len(receipts) == 1:
         _echo(results_table(load_receipt(receipts[0])))
         return
@@ -446,7 +503,8 @@ def _threshold(raw: str) -> float:
 @click.argument("head", type=click.Path(path_type=Path))
 @click.option("--threshold", default="5%", show_default=True,
               help="Relative change that counts, in percent (5 or 5%).")
-@click.option("--metric", type=click.Choice(["p50", "p99", "both"]), default="p50", show_default=True)
+@click.option("--metric", type=click.Choice(["p50", "p99", "both"]), default="p50", show_default=True,
+              help="What the verdict judges: the median, the 99th percentile, or both.")
 @click.option("--accept", multiple=True,
               help="Compare rows despite this kind of difference: declared (device, model, options, "
                    "incomplete: a receipt of an unfinished run) or conditions (noisy, unsettled, cpu, "
@@ -454,7 +512,7 @@ def _threshold(raw: str) -> float:
 @click.option("--alpha", default=0.05, show_default=True, type=float,
               help="Family-wise error rate (Holm across rows; halved per family with --metric both).")
 @click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table",
-              show_default=True)
+              show_default=True, help="table for the terminal, markdown for a pull request, json for tools.")
 def diff(base: Path, head: Path, threshold: str, metric: str, accept: tuple[str, ...], alpha: float,
          fmt: str) -> None:
     """Compare two receipts row by row.
@@ -462,13 +520,12 @@ def diff(base: Path, head: Path, threshold: str, metric: str, accept: tuple[str,
     Exit 0: no regression; 1: a slower or newly invalid row; 2: a refused comparison or
     unusable input; 3: no regression found, but some rows were unreliable (conditions).
     """
-    from benchbox import render
-    from benchbox.receipts.diff import ComparisonRefused, DiffOptions, accept_kinds, diff_files
+    from benchbox import api, render
+    from benchbox.receipts.diff import ComparisonRefused
 
-    opts = DiffOptions(threshold=_threshold(threshold), metric=metric, alpha=alpha,
-                       accept=accept_kinds(accept))
     try:
-        result = diff_files(base, head, opts)
+        result = api.diff(base, head, threshold=_threshold(threshold), metric=metric, alpha=alpha,
+                          accept=accept)
     except ComparisonRefused as e:
         render.write_step_summary(render.refused_markdown(str(e)))
         raise
@@ -480,16 +537,16 @@ def diff(base: Path, head: Path, threshold: str, metric: str, accept: tuple[str,
 
 @main.command()
 @click.argument("receipt", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["pyperf", "csv", "parquet"]), required=True)
+@click.option("--format", "fmt", type=click.Choice(["pyperf", "csv", "parquet"]), required=True,
+              help="pyperf: a file `python -m pyperf` reads (one run per round); csv/parquet: one row "
+                   "per sample with every stage and the environment.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Output file; default next to the receipt (.pyperf.json, .csv, .parquet).")
 def export(receipt: Path, fmt: str, output: Path | None) -> None:
     """Export a receipt's raw samples for pyperf, or as CSV/Parquet (one row per sample)."""
-    from benchbox.receipts import load_receipt
-    from benchbox.receipts.export import default_output, export_receipt
+    from benchbox.api import export as do_export
 
-    path = export_receipt(load_receipt(receipt), fmt, output or default_output(receipt, fmt))
-    _echo(f"wrote {path}")
+    _echo(f"wrote {do_export(receipt, fmt, output)}")
 
 
 @main.command()
@@ -507,69 +564,89 @@ def export(receipt: Path, fmt: str, output: Path | None) -> None:
 def plot(receipts: tuple[Path, ...], output: Path, kind: str, threshold: str, metric: str,
          accept: tuple[str, ...]) -> None:
     """Draw a figure from receipts: p50/p99 per case, stages, distributions, or a diff."""
-    from benchbox.plots import render
-    from benchbox.receipts.diff import DiffOptions, accept_kinds
+    from benchbox.api import plot as do_plot
 
-    th = _threshold(threshold)
-    opts = DiffOptions(threshold=th, metric=metric, accept=accept_kinds(accept)) if kind == "diff" else None
-    _echo(f"wrote {render(receipts, output, kind, th, opts)}")
+    _echo(f"wrote {do_plot(receipts, output, kind, _threshold(threshold), metric=metric, accept=accept)}")
 
 
 @main.command()
 @click.argument("name", required=False)
-def contracts(name: str | None) -> None:
-    """List the built-in contracts, or show which stages one times."""
+@_LIST_FORMAT
+def contracts(name: str | None, fmt: str) -> None:
+    """List the built-in contracts, or show which stages one (NAME or a .toml file) times."""
     from benchbox.contracts import QUEUE, STAGES, TIMELINE, builtin_contracts, load_contract
+    from benchbox.render.data import contract_data, dumps
+    from benchbox.render.table import table, wrapped
 
     if name is None:
-        for c in builtin_contracts():
-            _echo(f"{c.name:<24} {c.first}..{c.last:<12} {c.clock:<7} {c.description}")
-            if c.arrival.paced:
-                _echo(f"{'':<24} arrival: {c.arrival.label()}")
+        found = builtin_contracts()
+        if fmt == "json":
+            click.echo(dumps([contract_data(c) for c in found]))
+            return
+        _echo(table(["contract", "region", "clock", "arrival", "description"],
+                    [(c.name, f"{c.first}..{c.last}", c.clock, c.arrival.label(), c.description)
+                     for c in found], wrap=("arrival", "description")))
         return
     c = load_contract(name)
+    if fmt == "json":
+        click.echo(dumps(contract_data(c)))
+        return
     _echo(f"{c.name} (version {c.version}, {c.clock} clock, hash {c.hash[:16]})")
-    _echo(c.description)
+    _echo(wrapped(c.description))
     for s in (TIMELINE if c.arrival.open_loop or c.includes_queue else STAGES):
         note = "  (wait from the scheduled arrival to the call's start)" if s == QUEUE else ""
         _echo(f"  {'[x]' if s in c.stages else '[ ]'} {s}{note}")
     _echo(f"arrival: {c.arrival.label()}")
-    _echo("policy: " + ", ".join(f"{k}={v}" for k, v in c.canonical()["policy"].items()))
+    _echo(wrapped("policy: " + ", ".join(f"{k}={v}" for k, v in c.canonical()["policy"].items())))
 
 
 @main.command()
 @click.option("--task", "task_specs", multiple=True,
               help="Built-in task name or package.module:factory (repeatable); default the built-in tasks.")
-def tasks(task_specs: tuple[str, ...]) -> None:
-    """List tasks with their cases, sizes and parameter counts (counted from the built model)."""
+@_LIST_FORMAT
+def tasks(task_specs: tuple[str, ...], fmt: str) -> None:
+    """List tasks with their cases, sizes and parameter counts."""
+    from benchbox.render.data import dumps, tasks_data
+    from benchbox.render.table import table
     from benchbox.tasks import describe_tasks
 
-    for info in describe_tasks(task_specs):
+    infos = describe_tasks(task_specs)
+    if fmt == "json":
+        click.echo(dumps(tasks_data(infos)))
+        return
+    for info in infos:
         _echo(f"{info.name} ({info.spec})")
         _echo(f"  cases:  {', '.join(info.cases)}")
         _echo(f"  dtypes: {', '.join(info.dtypes)}")
-        for s in info.sizes:
-            _echo(f"  {s.name:<8} {s.parameters:>13,} parameters  {s.detail}".rstrip())
+        rows = [(s.name, f"{s.parameters:,}", s.detail) for s in info.sizes]
+        _echo(table(["size", "parameters", "shape"], rows, right=("parameters",), wrap=("shape",)))
 
 
 @main.command()
-@click.option("--device", default="cpu", show_default=True)
-def runners(device: str) -> None:
-    """List runners and whether each can run here."""
+@click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
+@_LIST_FORMAT
+def runners(device: str, fmt: str) -> None:
+    """List runners and whether each can run here (and if not, why)."""
+    from benchbox.render.data import dumps, runners_data
+    from benchbox.render.table import table
     from benchbox.runners import RUNNERS, availability
 
-    for name in RUNNERS:
-        reason = availability(name, device)
-        _echo(f"{name:<16} {'ready' if reason is None else reason}")
+    reasons = {name: availability(name, device) for name in RUNNERS}
+    if fmt == "json":
+        click.echo(dumps(runners_data(device, reasons)))
+        return
+    _echo(table(["runner", f"on {device}"], [(n, r or "ready") for n, r in reasons.items()],
+                     wrap=(f"on {device}",)))
 
 
 @main.command()
-@click.option("--runner", default="tensorrt", show_default=True, type=click.Choice(["tensorrt"]))
+@click.option("--runner", default="tensorrt", show_default=True, type=click.Choice(["tensorrt"]),
+              help="Runner to check.")
 @click.option("--device", default="cuda", show_default=True, help="cuda or cuda:N.")
 @click.option("--flavour", "flavours", multiple=True, type=click.Choice(["tensorrt", "tensorrt_rtx"]),
               help="Flavour to check (repeatable); default every flavour that imports.")
-@click.option("--samples", default=100, show_default=True, type=int)
-@click.option("--warmup", default=5, show_default=True, type=int)
+@click.option("--samples", default=100, show_default=True, type=int, help="Samples per (contract, case).")
+@click.option("--warmup", default=5, show_default=True, type=int, help="Untimed calls before sampling.")
 @click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the receipts and verdict.txt go; default receipts/selfcheck-STAMP/.")
 def selfcheck(runner: str, device: str, flavours: tuple[str, ...], samples: int, warmup: int,
@@ -589,7 +666,7 @@ def selfcheck(runner: str, device: str, flavours: tuple[str, ...], samples: int,
     sys.exit(result.exit_code)
 
 
-@main.group()
+@main.group(cls=_HelpGroup)
 def store() -> None:
     """A local store of receipts: the history that `benchbox report` draws."""
 

@@ -131,7 +131,9 @@ def summarize(samples: Sequence[int], level: float = CI_LEVEL) -> dict[str, Any]
     out: dict[str, Any] = {"n": n}
     for key, q in QUANTILES.items():
         out[f"{key}_ns"] = int(round(quantile(x, q)))
-    out.update(mean_ns=int(round(float(x.mean()))), min_ns=int(x[0]), max_ns=int(x[-1]),
+    # the mean in exact integer arithmetic: a float mean of ~1e15 ns values can leave [min, max]
+    total = sum(int(v) for v in x)
+    out.update(mean_ns=(2 * total + n) // (2 * n), min_ns=int(x[0]), max_ns=int(x[-1]),
                std_ns=int(round(float(x.std(ddof=1)))) if n > 1 else 0)
     out["ci_level"] = level
     out["ci_method"] = "exact binomial order-statistic interval (distribution-free, equal-tailed)"

@@ -35,6 +35,8 @@ STAGE_COLOURS: dict[str, str] = {
 INVALID_COLOUR = "#9a9a9a"
 RECEIPT_LINESTYLES = ("-", "--", ":", "-.")
 BASE_FONT = 9
+#: the longest row label a figure shows (longer ones keep both ends around an ellipsis)
+LABEL_CHARS = 40
 
 
 def runner_colour(runner: str) -> str:
@@ -104,11 +106,60 @@ class Row:
     def name(self, with_label: bool) -> str:
         return f"{self.label} · {self.runner}" if with_label else self.runner
 
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """``noisy`` and/or ``unsettled``, from the row's reasons (as the receipt store counts them)."""
+        out = []
+        if any(r.startswith("noise:") for r in self.reasons):
+            out.append("noisy")
+        if any(r.startswith("unsettled:") for r in self.reasons):
+            out.append("unsettled")
+        return tuple(out)
+
     def status_note(self) -> str:
         """'invalid: accuracy gate prob_max_abs' / 'failed: <reason>' / ''."""
         if self.valid:
             return ""
         return f"{self.status}: {short_reason(self.reasons)}"
+
+
+#: the marker of a point by its row's flags: a plain circle for a clean row
+FLAG_MARKERS: dict[tuple[str, ...], str] = {(): "o", ("noisy",): "D", ("unsettled",): "s",
+                                            ("noisy", "unsettled"): "X"}
+FLAG_LABELS = {("noisy",): "noisy: CV > 20% or > 5% outliers",
+               ("unsettled",): "unsettled: halves' medians differ",
+               ("noisy", "unsettled"): "noisy and unsettled"}
+
+
+def flag_marker(row: Row) -> str:
+    return FLAG_MARKERS.get(row.flags, "o")
+
+
+def flag_handles(rows: Iterable[Row]) -> list[Any]:
+    """Legend handles for the flag markers that occur (nothing when no row is flagged)."""
+    from matplotlib.lines import Line2D
+
+    present = {r.flags for r in rows if r.measured and r.flags}
+    return [Line2D([], [], ls="", marker=FLAG_MARKERS[f], color="#444444", ms=6, label=FLAG_LABELS[f])
+            for f in FLAG_MARKERS if f in present]
+
+
+def ellipsize(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters with an ellipsis in the middle (keeps both ends)."""
+    if len(text) <= limit:
+        return text
+    keep = max(limit - 1, 2)
+    return text[: (keep + 1) // 2] + "…" + text[len(text) - keep // 2:]
+
+
+def two_lines(text: str, width: int) -> str:
+    """``text`` wrapped at ``width`` characters on at most two lines, the second ending in … if cut."""
+    import textwrap
+
+    lines = textwrap.wrap(text, width)
+    if len(lines) > 2:
+        lines = [lines[0], lines[1][: width - 1].rstrip() + "…"]
+    return "\n".join(lines)
 
 
 def short_reason(reasons: Sequence[str], limit: int = 70) -> str:
@@ -311,8 +362,8 @@ def style_row_axis(ax: Axes, slots: Sequence[Slot], with_label: bool, labels: bo
     """Case headers in bold, runner names in their colour, status after the name."""
     ax.set_yticks([s.y for s in slots])
     if labels:
-        texts = [(s.case if s.row is None else
-                  s.row.name(with_label) + ("" if s.row.valid else f" [{s.row.status}]"))
+        texts = [ellipsize(s.case if s.row is None else s.row.name(with_label)
+                           + ("" if s.row.valid else f" [{s.row.status}]"), LABEL_CHARS)
                  for s in slots]
         ax.set_yticklabels(texts)
         for s, t in zip(slots, ax.get_yticklabels()):

@@ -14,11 +14,17 @@ from typing import TYPE_CHECKING, Any
 from benchbox.errors import UsageError
 from benchbox.plots._common import (
     BASE_FONT,
+    FLAG_LABELS,
+    FLAG_MARKERS,
+    LABEL_CHARS,
     LabelledReceipt,
     caption,
     context_line,
+    ellipsize,
     new_figure,
+    rows_of,
     runner_colour,
+    two_lines,
 )
 
 if TYPE_CHECKING:
@@ -43,6 +49,14 @@ _TICKS = ((0.25, (0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.15, 1.2, 1.25)),
 def _trim(text: str, limit: int) -> str:
     text = re.sub(r"(accuracy gate \S+ failed): value [^,]+, threshold [^\s;,)]+", r"\1", text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _flags(receipts: Sequence[LabelledReceipt]) -> dict[tuple[str, str], tuple[str, ...]]:
+    """(case, runner) → the noise flags of either side's row."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for r in rows_of(receipts):
+        out.setdefault((r.case, r.runner), set()).update(r.flags)
+    return {k: tuple(f for f in ("noisy", "unsettled") if f in v) for k, v in out.items()}
 
 
 def figure(receipts: Sequence[LabelledReceipt], threshold: float = 0.05, options: Any = None) -> Figure:
@@ -70,6 +84,8 @@ def figure(receipts: Sequence[LabelledReceipt], threshold: float = 0.05, options
     if not rows:
         raise UsageError("nothing to plot: neither receipt holds results")
     multi_task = len({r.task for r in rows}) > 1
+    flags = _flags(receipts)
+    names = {"BASE": ellipsize(base.label, 32), "HEAD": ellipsize(head.label, 32)}
 
     # layout: case headers and one line per matched row
     slots: list[tuple[float, str, DiffRow | None]] = []
@@ -85,11 +101,11 @@ def figure(receipts: Sequence[LabelledReceipt], threshold: float = 0.05, options
         y += 0.35
 
     label_chars = max(len(t) + (len(r.verdict) + 3 if r else 0) for _, t, r in slots)
-    left_in = 0.35 + 0.068 * label_chars
+    left_in = 0.35 + 0.075 * min(label_chars, LABEL_CHARS)
     panel_in, notes_in = 3.6, 3.9
     width = left_in + 2 * panel_in + 0.3 + 0.35 + notes_in + 0.2
     plot_h = 0.27 * (y + 0.6)
-    top_in, bottom_in = 0.95, 1.3
+    top_in, bottom_in = 0.95, 1.45
     height = top_in + plot_h + bottom_in
     fig = new_figure(width, height)
     fb, fh = bottom_in / height, plot_h / height
@@ -124,19 +140,22 @@ def figure(receipts: Sequence[LabelledReceipt], threshold: float = 0.05, options
                         bbox={"facecolor": "white", "edgecolor": "none", "pad": 1.2})
                 continue
             colour = VERDICT_COLOURS.get(m.verdict, "#4d4d4d")
+            marker = FLAG_MARKERS.get(flags.get((r.case, r.runner), ()), "o")
+            gid = f"{r.runner}/{r.case}/{metric}"
             if m.ci is not None:
                 lo, hi = m.ci
-                err = [[max(0.0, m.ratio - lo)], [max(0.0, hi - m.ratio)]]
-                ax.errorbar([m.ratio], [sy], xerr=err, fmt="o", ms=6,
-                            color=colour, capsize=3, lw=1.4, zorder=3)
+                eb = ax.errorbar([m.ratio], [sy], xerr=[[max(0.0, m.ratio - lo)], [max(0.0, hi - m.ratio)]],
+                                 fmt=marker, ms=6, color=colour, capsize=3, lw=1.4, zorder=3)
+                eb.lines[0].set_gid(gid)
             else:
-                ax.plot([m.ratio], [sy], "o", ms=7, mfc="white", mec=colour, mew=1.6, zorder=3)
+                ax.plot([m.ratio], [sy], marker, ms=7, mfc="white", mec=colour, mew=1.6, zorder=3, gid=gid)
             ax.annotate(f"{m.ratio:.2f}×" + ("" if m.ci else " (no CI)"),
                         (m.ratio, sy), xytext=(0, 6.5), textcoords="offset points", ha="center",
                         va="bottom", fontsize=BASE_FONT - 1.5, color=colour)
         ax.set_yticks([s[0] for s in slots])
         if i == 0:
-            ax.set_yticklabels([t if r is None else f"{t} [{r.verdict}]" for _, t, r in slots])
+            ax.set_yticklabels([ellipsize(t if r is None else f"{t} [{r.verdict}]", LABEL_CHARS)
+                                for _, t, r in slots])
             for (_, _t, r), lab in zip(slots, ax.get_yticklabels()):
                 if r is None:
                     lab.set_fontweight("bold")
@@ -149,7 +168,7 @@ def figure(receipts: Sequence[LabelledReceipt], threshold: float = 0.05, options
         ax.tick_params(labelsize=BASE_FONT)
         ax.set_ylim(y - 0.2, -0.6)
         ax.set_title(metric, fontsize=BASE_FONT + 1, loc="left")
-        ax.set_xlabel(f"{metric} ratio {head.label} / {base.label} (log), 95% CI", fontsize=BASE_FONT)
+        ax.set_xlabel(f"{metric} ratio HEAD / BASE (log scale), 95% CI", fontsize=BASE_FONT)
         ax.grid(axis="x", color="#e6e6e6", lw=0.8, zorder=0)
         for side in ("top", "right"):
             ax.spines[side].set_visible(False)
@@ -158,29 +177,34 @@ def figure(receipts: Sequence[LabelledReceipt], threshold: float = 0.05, options
                        sharey=axes[0])
     nax.set_axis_off()
     nax.set_title("verdict", fontsize=BASE_FONT + 1, loc="left")
-    limit = int(notes_in / 0.056)
+    limit = int(notes_in / 0.062)
     for sy, _t, r in slots:
         if r is None:
             continue
         text = r.verdict + (f": {r.reason}" if r.reason else "")
-        nax.text(0.0, sy, _trim(text, limit), va="center", ha="left", fontsize=BASE_FONT - 1,
-                 color=VERDICT_COLOURS.get(r.verdict, "#555555"), transform=nax.get_yaxis_transform())
+        nax.text(0.0, sy, two_lines(_trim(text, 3 * limit), limit), va="center", ha="left",
+                 fontsize=BASE_FONT - 1.5,
+                 linespacing=1.0, color=VERDICT_COLOURS.get(r.verdict, "#555555"),
+                 transform=nax.get_yaxis_transform())
 
     handles: list[Any] = [Line2D([], [], color=c, marker="o", lw=1.4, label=v)
                           for v, c in VERDICT_COLOURS.items()]
     handles.append(Patch(facecolor="#dfe8f2", label=f"±{threshold:.0%} threshold band"))
+    handles += [Line2D([], [], ls="", marker=FLAG_MARKERS[f], color="#444444", ms=6,
+                       label=f"{FLAG_LABELS[f]} (either side)") for f in FLAG_MARKERS
+                if f and f in set(flags.values())]
     if any(r.verdict in NO_RATIO for r in rows):
         handles.append(Patch(facecolor="#f2f2f2", edgecolor="#b0b0b0", hatch="///",
                              label="no ratio (new, removed, invalid, unreliable or not comparable)"))
     fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.35 / height),
-               ncol=len(handles), fontsize=BASE_FONT, frameon=False)
-    fig.text(0.5, 1 - 0.12 / height, f"{head.label} vs {base.label}: ratio of quantiles per matched row",
-             ha="center", va="top", fontsize=BASE_FONT + 3, fontweight="bold")
+               ncol=min(len(handles), 6), fontsize=BASE_FONT, frameon=False)
+    fig.text(0.5, 1 - 0.12 / height, f"HEAD {names['HEAD']} vs BASE {names['BASE']}: ratio of quantiles "
+             "per matched row", ha="center", va="top", fontsize=BASE_FONT + 3, fontweight="bold")
     fig.text(0.5, 1 - 0.42 / height, context_line(receipts), ha="center", va="top", fontsize=BASE_FONT,
              color="#333333")
     counts = ", ".join(f"{n} {v}" for v, n in result.counts().items())
     notes = "; ".join(result.notes)
-    caption(fig, f"Rows matched by (task, case, runner): {counts}. Ratio < 1 means {head.label} is "
+    caption(fig, f"Rows matched by (task, case, runner): {counts}. Ratio < 1 means HEAD is "
                  "faster. Points are coloured by each quantile's own verdict; the row's verdict (left, "
                  "right) combines them. Intervals and verdicts as in `benchbox diff --threshold "
                  f"{threshold * 100:g} --metric {opts.metric}`." + (f" Notes: {notes}." if notes else ""))

@@ -9,6 +9,7 @@ import numpy as np
 
 from benchbox.plots._common import (
     BASE_FONT,
+    LABEL_CHARS,
     STAGE_COLOURS,
     LabelledReceipt,
     caption,
@@ -52,7 +53,7 @@ def figure(receipts: Sequence[LabelledReceipt]) -> Figure:
     label_chars = max(len(s.case) if s.row is None else
                       len(s.row.name(multi)) + (0 if s.row.valid else len(s.row.status) + 3)
                       for s in slots)
-    left_in = 0.35 + 0.068 * label_chars
+    left_in = 0.35 + 0.075 * min(label_chars, LABEL_CHARS)
     panel_in = 10.0
     width = left_in + panel_in + 0.4
     plot_h = 0.3 * (max(s.y for s in slots) + 1.2)
@@ -102,6 +103,8 @@ def figure(receipts: Sequence[LabelledReceipt]) -> Figure:
             note += f" · region {100 * (region_hi - region_lo) / x:.0f}% of it"
         if not r.valid:
             note += f" · {r.status}"
+        if r.flags:
+            note += " · " + " & ".join(r.flags)
         ax.annotate(note, (unit(x), s.y), xytext=(6, 0), textcoords="offset points", va="center",
                     fontsize=BASE_FONT - 1, color="#333333" if r.valid else "#666666")
 

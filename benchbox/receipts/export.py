@@ -34,58 +34,104 @@ def _one_line(value: Any) -> Any:
     return re.sub("[\x00-\x1f\x7f-\x9f]", lambda m: f"\\x{ord(m.group()):02x}", value)
 
 
+def environment_facts(receipt: Receipt) -> dict[str, Any]:
+    """What the numbers were measured on, as flat values (None when the receipt does not say).
+
+    ``device`` is the GPU's name, else the device string; ``commit`` the git commit of the
+    working tree that ran (``dirty`` when it had changes).
+    """
+    env = receipt.environment if isinstance(receipt.environment, dict) else {}
+    git = env.get("git") if isinstance(env.get("git"), dict) else {}
+    gpu = env.get("gpu") if isinstance(env.get("gpu"), dict) else {}
+    facts: dict[str, Any] = {
+        "device": receipt.device, "dtype": getattr(receipt.task, "dtype", None), "size": receipt.task.size,
+        "commit": git.get("commit"), "dirty": git.get("dirty"), "created_at": receipt.created_at,
+        "cpu": env.get("cpu"), "cpu_count": env.get("cpu_count"), "hostname": env.get("hostname"),
+        "platform": env.get("platform"), "python": env.get("python"), "torch": env.get("torch"),
+        "cuda": env.get("cuda"), "gpu_driver": gpu.get("driver"),
+        "benchbox_version": receipt.benchbox_version,
+    }
+    plain = (str, int, float, bool)
+    return {k: (v if isinstance(v, plain) or v is None else str(v)) for k, v in facts.items()}
+
+
+def _pyperf_metadata(receipt: Receipt, r: ResultRow) -> dict[str, Any]:
+    c, task, env = receipt.contract, receipt.task, environment_facts(receipt)
+    meta: dict[str, Any] = {
+        "name": f"{task.name}/{r.case}/{r.runner}",
+        "unit": "second",
+        "description": f"benchbox {c.name} ({c.first}..{c.last}, {c.clock} clock)",
+        "benchbox_task": task.name, "benchbox_size": task.size, "benchbox_case": r.case,
+        "benchbox_runner": r.runner, "benchbox_status": r.status, "benchbox_contract": c.name,
+        "benchbox_contract_hash": c.hash, "benchbox_version": receipt.benchbox_version,
+        "benchbox_device": env["device"], "benchbox_dtype": env["dtype"], "benchbox_commit": env["commit"],
+        "benchbox_commit_dirty": None if env["dirty"] is None else str(env["dirty"]).lower(),
+        # pyperf's own keys, so `pyperf metadata` and `compare_to` show them
+        "cpu_model_name": env["cpu"], "cpu_count": env["cpu_count"], "hostname": env["hostname"],
+        "platform": env["platform"], "python_version": env["python"], "date": env["created_at"],
+        "torch_version": env["torch"], "cuda_version": env["cuda"],
+    }
+    return {k: _one_line(v) for k, v in meta.items() if v is not None and v != ""
+            and not (k == "cpu_count" and (not isinstance(v, int) or v < 1))}
+
+
 def to_pyperf(receipt: Receipt) -> Any:
-    """A pyperf.BenchmarkSuite: one benchmark per (runner, case), values in seconds."""
+    """A pyperf.BenchmarkSuite: one benchmark per (runner, case), one run per sampling round.
+
+    Values are in seconds; every run carries the environment (device, dtype, commit, CPU,
+    Python, torch) as metadata. pyperf's ``compare_to`` reads files of any sample counts;
+    its t-test needs equal counts, so with unequal ones it says "ERROR when testing if
+    values are significant" and still prints the comparison (``benchbox diff`` judges
+    significance for any counts).
+    """
     try:
         import pyperf
     except ImportError:
         raise MissingExtraError("pyperf", "analysis") from None
-    c = receipt.contract
-    task = receipt.task
     benches = []
     names: dict[str, int] = {}
     for r in _rows_with_samples(receipt):
         if min(r.samples_ns) <= 0:
             raise UsageError(f"pyperf holds only positive durations, and row {r.runner!r:.60} × "
                              f"{r.case!r:.60} has a zero sample (export it as csv or parquet)")
-        name = f"{task.name}/{r.case}/{r.runner}"
-        names[name] = names.get(name, 0) + 1
-        if names[name] > 1:  # a receipt may repeat a (runner, case); pyperf names must be unique
-            name += f"#{names[name]}"
-        meta = {
-            "name": name,
-            "unit": "second",
-            "description": f"benchbox {c.name} ({c.first}..{c.last}, {c.clock} clock)",
-            "benchbox_task": task.name,
-            "benchbox_size": task.size,
-            "benchbox_case": r.case,
-            "benchbox_runner": r.runner,
-            "benchbox_status": r.status,
-            "benchbox_contract": c.name,
-            "benchbox_contract_hash": c.hash,
-            "benchbox_version": receipt.benchbox_version,
-        }
-        values = [v / 1e9 for v in r.samples_ns]
-        run = pyperf.Run(values, metadata={k: _one_line(v) for k, v in meta.items() if v != ""},
-                         collect_metadata=False)
-        benches.append(pyperf.Benchmark([run]))
+        meta = _pyperf_metadata(receipt, r)
+        names[meta["name"]] = names.get(meta["name"], 0) + 1
+        if names[meta["name"]] > 1:  # a receipt may repeat a (runner, case); pyperf names must be unique
+            meta["name"] += f"#{names[meta['name']]}"
+        runs = [pyperf.Run([v / 1e9 for v in values], metadata=meta, collect_metadata=False)
+                for values in _rounds(r)]
+        benches.append(pyperf.Benchmark(runs))
     return pyperf.BenchmarkSuite(benches)
 
 
+def _rounds(r: ResultRow) -> list[tuple[int, ...]]:
+    """The row's samples per round (one round when the receipt does not split them)."""
+    rounds = [x for x in r.rounds() if x] if sum(r.round_sizes) == len(r.samples_ns) else []
+    return rounds or [tuple(r.samples_ns)]
+
+
+#: environment columns of the CSV/Parquet export (strings, or integers where noted)
+ENV_COLUMNS = ("device", "dtype", "size", "commit", "created_at", "cpu", "cpu_count", "hostname", "python",
+               "torch", "cuda", "benchbox_version")
+
+
 def to_frame(receipt: Receipt) -> Any:
-    """A polars DataFrame with one row per sample and one column per stage (nanoseconds)."""
+    """A polars DataFrame: one row per sample, one column per stage (ns), the round, the environment."""
     try:
         import polars as pl
     except ImportError:
         raise MissingExtraError("polars", "analysis") from None
     c = receipt.contract
     cols: dict[str, list[Any]] = {k: [] for k in ("task", "contract", "contract_hash", "runner", "case",
-                                                  "status", "sample", "region_ns")}
+                                                  "status", "sample", "round", "region_ns")}
     rows = _rows_with_samples(receipt)
     # queue (paced arrivals) first when any row recorded it, so old exports keep their columns
     stage_cols = ((QUEUE,) if any(QUEUE in r.stages_ns for r in rows) else ()) + STAGES
     for s in stage_cols:
         cols[f"{s}_ns"] = []
+    env = environment_facts(receipt)
+    for k in ENV_COLUMNS:
+        cols[k] = []
     for r in rows:
         n = len(r.samples_ns)
         stages = r.stages_ns
@@ -96,11 +142,17 @@ def to_frame(receipt: Receipt) -> Any:
         cols["case"] += [r.case] * n
         cols["status"] += [r.status] * n
         cols["sample"] += list(range(n))
+        cols["round"] += [i for i, part in enumerate(_rounds(r)) for _ in part]
         cols["region_ns"] += list(r.samples_ns)
         for s in stage_cols:
             v = list(stages.get(s) or [])[:n]
             cols[f"{s}_ns"] += v + [None] * (n - len(v))
-    schema = {k: (pl.Int64 if k.endswith("_ns") or k == "sample" else pl.Utf8) for k in cols}
+        for k in ENV_COLUMNS:
+            cols[k] += [env[k]] * n
+    ints = {"sample", "round", "cpu_count"}
+    schema = {k: (pl.Int64 if k.endswith("_ns") or k in ints else pl.Utf8) for k in cols}
+    cols["cpu_count"] = [v if isinstance(v, int) and not isinstance(v, bool) else None
+                         for v in cols["cpu_count"]]
     return pl.DataFrame(cols, schema=schema)
 
 

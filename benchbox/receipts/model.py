@@ -208,6 +208,10 @@ class RunnerReport(_Base):
     fallbacks: tuple[Fallback, ...] | None = spec(omit_none=True)
     prepare_s: dict[str, float] | None = spec(omit_none=True)
     build_s: float | None = spec(omit_none=True)
+    log: dict[str, Any] | None = spec(omit_none=True, description="library output captured while this "
+                                                                   "runner prepared and ran (warnings, "
+                                                                   "compiler logs): lines, chars, text "
+                                                                   "(the last 4000 characters), file")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,6 +9,7 @@ from benchbox.receipts.diff import DiffResult, DiffRow
 from benchbox.render.common import md as _md
 from benchbox.render.common import ms as _ms
 from benchbox.render.common import terminal as _t
+from benchbox.render.table import table, wrapped
 
 _MARK = {"slower": "🔴", "faster": "🟢", "unchanged": "⚪", "unresolved": "🟡", "invalid": "❌",
          "new": "🆕", "removed": "➖", "not comparable": "⛔", "unreliable": "🌪️"}
@@ -56,16 +57,18 @@ def _details(r: DiffRow) -> list[str]:
     return out
 
 
-def diff_table(d: DiffResult) -> str:
-    """The terminal table of a diff."""
-    lines = _header(d)
-    head = f"{'runner':<16} {'case':<12} {'verdict':<15} detail"
-    lines += [head, "-" * 100]
-    for r in d.rows:
-        detail = "  ".join(_metric_cells(r)) or _t(r.reason)
-        lines.append(f"{_t(r.runner):<16} {_t(r.case):<12} {r.verdict:<15} {detail}")
-        extra = ([r.reason] if r.metrics and r.reason else []) + _details(r)
-        lines += [f"{'':<16} ↳ {_t(x)}" for x in extra]
+def diff_table(d: DiffResult, width: int | None = None) -> str:
+    """The terminal table of a diff: one row per (runner, case), then each row's details."""
+    lines = [wrapped(x, width=width) for x in _header(d)]
+    rows = [(_t(r.runner), _t(r.case), r.verdict, "\n".join(_metric_cells(r)) or _t(r.reason))
+            for r in d.rows]
+    lines.append(table(["runner", "case", "verdict", "detail"], rows, wrap=("runner", "case", "detail"),
+                       width=width))
+    details = [(r, ([r.reason] if r.metrics and r.reason else []) + _details(r)) for r in d.rows]
+    if any(extra for _, extra in details):
+        lines.append("details:")
+    for r, extra in details:
+        lines += [wrapped(f"↳ {r.runner} × {r.case}: {x}", 2, width) for x in extra]
     lines.append(_summary_line(d))
     return "\n".join(lines)
 

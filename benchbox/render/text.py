@@ -9,6 +9,7 @@ from benchbox.receipts.model import Receipt, ResultRow
 from benchbox.receipts.typed import Record
 from benchbox.render.common import ci_ms, contract_label, ms, ratio_ci
 from benchbox.render.common import terminal as _t
+from benchbox.render.table import table, wrapped
 
 _FALLBACK_WORDS = {"graph_break": "graph break", "recompile": "recompile",
                    "autotune_choice": "autotune pick", "cudagraph_skip": "cudagraph skip",
@@ -77,44 +78,59 @@ def runner_comparisons(receipt: Receipt) -> Any:
     return compare_runners(receipt, stored.baseline if stored is not None else None)
 
 
-def results_table(receipt: Receipt) -> str:
-    """One line per (runner, case): status, p50/p99 in ms with intervals, samples."""
+def results_table(receipt: Receipt, width: int | None = None) -> str:
+    """One line per (runner, case): status, p50/p99 in ms with intervals, samples; then the notes.
+
+    ``width``: the terminal's by default, else the table's natural width (see ``render.table``).
+    """
     task = receipt.task
-    lines = [f"contract {_t(contract_label(receipt))}  task {_t(task.name)}/{_t(task.size)}  "
-             f"device {_t(receipt.device)}"]
+    title = f"contract {contract_label(receipt)}  task {task.name}/{task.size}  device {receipt.device}"
+    lines = [wrapped(title, width=width)]
     if not receipt.is_complete:
         lines.append("INCOMPLETE receipt: the run did not finish; rows below are those measured")
-    head = f"{'runner':<16} {'case':<10} {'status':<8} {'n':>5} {'p50 ms':>9} {'p50 95% CI':>21} " \
-           f"{'p99 ms':>9} {'p99 95% CI':>21}"
-    lines += [head, "-" * len(head)]
-    for r in receipt.results:
-        s = r.summary
-        lines.append(f"{_t(r.runner):<16} {_t(r.case):<10} {r.status:<8} {s.n:>5} "
-                     f"{ms(s.p50_ns):>9} {ci_ms(s.p50_ci_ns):>21} "
-                     f"{ms(s.p99_ns):>9} {ci_ms(s.p99_ci_ns):>21}")
-        for reason in r.reasons:
-            lines.append(f"{'':<16} ↳ {_t(reason)}")
+    rows = [(_t(r.runner), _t(r.case), r.status, r.summary.n, ms(r.summary.p50_ns),
+             ci_ms(r.summary.p50_ci_ns),
+             ms(r.summary.p99_ns), ci_ms(r.summary.p99_ci_ns)) for r in receipt.results]
+    lines.append(table(["runner", "case", "status", "n", "p50 ms", "p50 95% CI", "p99 ms", "p99 95% CI"],
+                       rows, right=("n", "p50 ms", "p50 95% CI", "p99 ms", "p99 95% CI"),
+                       wrap=("runner", "case", "p50 95% CI", "p99 95% CI"), width=width))
+    noted = [r for r in receipt.results if r.reasons]
+    if noted:
+        lines.append("notes:")
+        for r in noted:
+            lines += [wrapped(f"↳ {r.runner} × {r.case}: {reason}", 2, width) for reason in r.reasons]
     reported: dict[str, Sequence[Any]] = {}
     for r in receipt.results:
         if r.fallbacks and r.runner not in reported:
             reported[r.runner] = r.fallbacks
-    lines += [_t(f"{name} fallbacks: {fallback_summary(fb)}") for name, fb in reported.items()]
-    lines += [_t(x) for x in compile_lines(receipt.results)]
-    comp = runner_comparisons(receipt)
-    if comp is not None and comp.rows:
-        lines.append(f"p50 ratio against {_t(comp.baseline)} "
-                     "(valid rows only; verdicts as in benchbox diff):")
-        for row in comp.rows:
-            ci = ratio_ci(row.p50_ratio_ci)
-            verdict = f"  {row.p50_verdict}" if row.p50_verdict else ""
-            lines.append(f"  {_t(row.runner):<16} {_t(row.case):<10} {row.p50_ratio:.3f}"
-                         f"{' ' + ci if ci else ''}{_t(verdict)}")
-    for ex in comp.excluded if comp is not None else ():
-        lines.append(f"  excluded from comparison: {_t(ex.runner)} × {_t(ex.case)} ({ex.status})")
+    lines += [wrapped(f"{name} fallbacks: {fallback_summary(fb)}", width=width)
+              for name, fb in reported.items()]
+    lines += [wrapped(x, width=width) for x in compile_lines(receipt.results)]
+    lines += _comparison_lines(receipt, width)
     return "\n".join(lines)
 
 
-def side_by_side(receipts: Sequence[Receipt], names: Sequence[str]) -> str:
+def _comparison_lines(receipt: Receipt, width: int | None) -> list[str]:
+    comp = runner_comparisons(receipt)
+    if comp is None:
+        return []
+    lines = []
+    if comp.rows:
+        lines.append(f"p50 ratio against {comp.baseline} (valid rows only; verdicts as in benchbox diff):")
+        rows = [(_t(row.runner), _t(row.case), f"{row.p50_ratio:.3f}", ratio_ci(row.p50_ratio_ci),
+                 row.p50_verdict or "") for row in comp.rows]
+        lines.append(_indent(table(["runner", "case", "p50 ratio", "95% CI", "verdict"], rows,
+                                   right=("p50 ratio", "95% CI"), wrap=("runner", "case"), width=width)))
+    for ex in comp.excluded:
+        lines.append(f"  excluded from comparison: {ex.runner} × {ex.case} ({ex.status})")
+    return lines
+
+
+def _indent(text: str, n: int = 2) -> str:
+    return "\n".join(" " * n + line if line else line for line in text.splitlines())
+
+
+def side_by_side(receipts: Sequence[Receipt], names: Sequence[str], width: int | None = None) -> str:
     """Several receipts' p50 (status) per (task, case, runner), one column per receipt; with two
     receipts under one contract, the diff engine's verdict of [2] against [1] per row."""
     first = receipts[0].contract
@@ -122,8 +138,9 @@ def side_by_side(receipts: Sequence[Receipt], names: Sequence[str]) -> str:
     for i, (r, n) in enumerate(zip(receipts, names)):
         c = r.contract
         warn = "" if c.hash == first.hash else "  (DIFFERENT contract: not comparable with [1])"
-        lines.append(_t(f"[{i + 1}] {n}: contract {c.name} hash {c.hash[:12]}, task "
-                        f"{r.task.name}/{r.task.size}, device {r.device}, {r.created_at}") + warn)
+        lines.append(wrapped(f"[{i + 1}] {n}: contract {c.name} hash {c.hash[:12]}, task "
+                             f"{r.task.name}/{r.task.size}, device {r.device}, {r.created_at}{warn}",
+                             width=width))
     keys: list[tuple[str, str, str]] = []
     cells: dict[tuple[tuple[str, str, str], int], str] = {}
     for i, r in enumerate(receipts):
@@ -133,16 +150,12 @@ def side_by_side(receipts: Sequence[Receipt], names: Sequence[str]) -> str:
                 keys.append(k)
             p50 = ms(row.summary.p50_ns)
             cells[(k, i)] = p50 if row.status == "valid" else f"{p50} ({row.status})"
-    width = max(14, *(len(v) for v in cells.values())) if cells else 14
+    heads = [f"[{i + 1}] p50 ms" for i in range(len(receipts))]
     verdicts = _pair_verdicts(receipts, names)
-    head = f"{'task':<10} {'runner':<16} {'case':<12} " + " ".join(
-        f"{f'[{i + 1}] p50 ms':>{width}}" for i in range(len(receipts)))
-    head += "  [2] vs [1]" if verdicts else ""
-    lines += [head, "-" * len(head)]
-    for k in keys:
-        lines.append(f"{k[0]:<10} {k[2]:<16} {k[1]:<12} " + " ".join(
-            f"{cells.get((k, i), '-'):>{width}}" for i in range(len(receipts)))
-            + (f"  {verdicts.get(k, '-')}" if verdicts else ""))
+    rows = [(_t(k[0]), _t(k[2]), _t(k[1]), *(cells.get((k, i), "-") for i in range(len(receipts))),
+             *((verdicts.get(k, "-"),) if verdicts else ())) for k in keys]
+    lines.append(table(["task", "runner", "case", *heads, *(["[2] vs [1]"] if verdicts else [])], rows,
+                       right=heads, wrap=("task", "runner", "case"), width=width))
     return "\n".join(lines)
 
 

@@ -3,8 +3,13 @@
 :func:`run` measures a :class:`RunConfig` and returns a :class:`RunOutcome` (the receipts
 and where they were written); :class:`Interrupted` says a signal stopped it. Importing
 this package is cheap: the run sequence loads on first use.
+
+The package itself is callable: ``benchbox.run(...)`` is :func:`benchbox.api.run` (fields
+of RunConfig as keywords), whether or not this package was imported before.
 """
 
+import sys
+import types
 from typing import Any
 
 from benchbox.run.config import DEFAULT_RUNNERS, RunConfig
@@ -27,3 +32,15 @@ def __getattr__(name: str) -> Any:
 
         return getattr(sequence, name)
     raise AttributeError(f"module 'benchbox.run' has no attribute {name!r}")
+
+
+class _CallableModule(types.ModuleType):
+    """``benchbox.run`` is this package once imported; calling it runs :func:`benchbox.api.run`."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from benchbox.api import run as api_run
+
+        return api_run(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -70,4 +70,6 @@ def measure_in_rounds(run: Any) -> None:
             a.measurement.stop_reason = (f"fixed sample count {len(a.measurement.samples_ns)} reached in "
                                          f"{len(a.measurement.round_sizes)} independent round(s) "
                                          f"(--repeats {cfg.repeats})")
-        run._record(run._rows(runner, case, phases, gates, acc))
+        rows = run._rows(runner, case, phases, gates, acc)
+        run._record(rows)
+        run.reporter.case_finished(runner.name, case.name, "\n".join(run._lines(runner.name, case, rows)))

@@ -23,15 +23,17 @@ from benchbox.contracts import Contract, load_contract
 from benchbox.errors import FieldError, UsageError, error_line
 from benchbox.harness import Harness, PhaseTimer
 from benchbox.harness.clocks import HostClock, host_clock
-from benchbox.harness.schedule import sample
+from benchbox.harness.schedule import sample, sampling_key
 from benchbox.receipts import build
 from benchbox.receipts.io import check_receipt_budget
 from benchbox.receipts.model import Calibration, Receipt, ResultRow
+from benchbox.run.capture import OutputLog
 from benchbox.run.config import RunConfig
 from benchbox.run.contain import contained, describe
 from benchbox.run.interrupt import Stop
 from benchbox.run.limits import TimeLimit
 from benchbox.run.output import Output
+from benchbox.run.progress import LineReporter, Reporter, RunPlan, passes
 from benchbox.runners import Runner, availability, make_runner
 from benchbox.tasks import CallTrace, Case, Task, check_task_metadata, load_task
 
@@ -70,10 +72,14 @@ def model_facts(model: Any) -> dict[str, Any]:
     return {"parameters": int(n), "model_sha256": h.hexdigest()}
 
 
-def run(cfg: RunConfig, progress: Progress = lambda s: None, *, clock: HostClock = host_clock,
-        runner_factory: RunnerFactory = make_runner, task: Task | None = None,
-        points: Sequence[tuple[Contract, Path]] | None = None) -> RunOutcome:
+def run(cfg: RunConfig, progress: Progress = lambda s: None, *, reporter: Reporter | None = None,
+        clock: HostClock = host_clock, runner_factory: RunnerFactory = make_runner,
+        task: Task | None = None, points: Sequence[tuple[Contract, Path]] | None = None) -> RunOutcome:
     """Measure every (runner, case); write the receipts after each one.
+
+    ``reporter`` receives the phases and progress (:mod:`benchbox.run.progress`); without one,
+    ``progress`` gets one plain line per step. Library output (warnings, compiler logs) is
+    captured into each runner report's ``log`` and a ``.log`` file next to the receipt.
 
     ``points`` (a sweep): contracts already resolved (the same contract under several
     arrivals, say), each with its receipt path, in place of the configuration's contracts.
@@ -84,7 +90,8 @@ def run(cfg: RunConfig, progress: Progress = lambda s: None, *, clock: HostClock
     :class:`~benchbox.run.interrupt.Interrupted`.
     """
     stop = Stop()
-    this = _Run(cfg, progress, stop, clock, runner_factory, task, points)
+    shown = reporter if reporter is not None else LineReporter(progress)
+    this = _Run(cfg, shown, stop, clock, runner_factory, task, points)
     with stop.installed():
         try:
             return this.execute()
@@ -96,15 +103,18 @@ def run(cfg: RunConfig, progress: Progress = lambda s: None, *, clock: HostClock
             raise this.ended_by(e) from None
         finally:
             this.close()
+            shown.run_finished()
 
 
 class _Run:
     """One run's state; ``execute`` is the sequence."""
 
-    def __init__(self, cfg: RunConfig, progress: Progress, stop: Stop, clock: HostClock,
+    def __init__(self, cfg: RunConfig, reporter: Reporter, stop: Stop, clock: HostClock,
                  runner_factory: RunnerFactory, task: Task | None,
                  points: Sequence[tuple[Contract, Path]] | None = None) -> None:
-        self.cfg, self.progress, self.stop = cfg, progress, stop
+        self.cfg, self.reporter, self.stop = cfg, reporter, stop
+        self.progress: Progress = reporter.note
+        self.log = OutputLog(None)
         self.clock, self.runner_factory, self.given_task = clock, runner_factory, task
         self.points = list(points) if points is not None else None
         self.output: Output | None = None
@@ -138,6 +148,8 @@ class _Run:
         if cfg.threads is not None:
             torch.set_num_threads(cfg.threads)
         self.receipts = self._open_receipts()
+        self.log = OutputLog(self.receipts.paths[0].with_suffix(".log"), self.reporter.captured)
+        self.reporter.run_started(self._plan())
         self._calibrate()
         self.references = self._reference()
         self.harnesses = [Harness(c, self.clock, cfg.load_bound()) for c in self.contracts]
@@ -151,6 +163,13 @@ class _Run:
                 self._measure_runner(name)
         self.stop.check()
         return self._finish()
+
+    def _plan(self) -> RunPlan:
+        p = self.policy
+        n = passes([sampling_key(c) for c in self.contracts])
+        return RunPlan(runners=tuple(self.cfg.runners), cases=tuple(c.name for c in self.cases),
+                       samples_per_case=p.limit * n, adaptive=p.adaptive,
+                       max_time_s=p.max_time_s if p.adaptive else None, passes=n)
 
     # -- validate ---------------------------------------------------------------------------
     def _contracts(self) -> list[Contract]:
@@ -256,11 +275,11 @@ class _Run:
     def _calibrate(self) -> None:
         from benchbox.harness.calibration import calibrate
 
-        self.progress("calibrating the harness floors")
+        self.reporter.phase("calibrate")
         cals: list[Calibration] = []
         for contract in self.contracts:
             try:
-                with self.stop.preparing():
+                with self.stop.preparing(), self.log.capture(f"calibrate {contract.name}"):
                     cals.append(Calibration.of(calibrate(contract, self.cfg.device)))
             except Exception as e:  # e.g. a device that is not here: the runners report it per row
                 self.stop.check()
@@ -271,7 +290,11 @@ class _Run:
     # -- reference --------------------------------------------------------------------------
     def _reference(self) -> dict[str, CallTrace]:
         """The float32 eager reference, computed once per case on the CPU, outside any timing."""
-        self.progress("computing the float32 reference")
+        self.reporter.phase("reference")
+        with self.log.capture("reference"):
+            return self._reference_calls()
+
+    def _reference_calls(self) -> dict[str, CallTrace]:
         task = self.task
         ref_task = dataclasses.replace(task, dtype="float32") if task.dtype != "float32" else task
         ref_model = ref_task.build_model()
@@ -305,7 +328,9 @@ class _Run:
         runner, phases = got
         for case in self.cases:
             self.stop.check()
-            self._record(self._contained_case(runner, case, phases))
+            rows = self._contained_case(runner, case, phases)
+            self._record(rows)
+            self.reporter.case_finished(name, case.name, "\n".join(self._lines(runner.name, case, rows)))
 
     def _prepare_runner(self, name: str) -> tuple[Runner, PhaseTimer] | None:
         """The prepared runner, or None when it cannot run or failed (its rows recorded)."""
@@ -321,8 +346,8 @@ class _Run:
         try:
             runner = self.runner_factory(name, self.cfg.device, opts)
             runner.apply_policy(self.contracts[0].policy)
-            self.progress(f"{name}: preparing")
-            with self.stop.preparing():
+            self.reporter.phase("compile", name)
+            with self.stop.preparing(), self.log.capture(f"{name}: compile", name):
                 runner.prepare(self.task, self.task.build_model(), self.example, phases)
         except UsageError:
             raise
@@ -332,7 +357,7 @@ class _Run:
             self.stop.check()  # a signal during preparation may come back as the library's own error
             self.progress(f"{name}: preparation failed: {describe(e)}")
             report = {"options": opts, "prepare_s": phases.seconds, "error": describe(e),
-                      "traceback": traceback.format_exc(limit=8)}
+                      "traceback": traceback.format_exc(limit=8), **self._log_entry(name)}
             for case in self.cases:
                 self._record([build.failed_row(name, case, f"preparation failed: {describe(e)}", report)]
                              * len(self.contracts))
@@ -361,45 +386,75 @@ class _Run:
         failed, gates = self._validate(runner, case, phases)
         if failed is not None:
             return failed
-        results = sample(self.harnesses, self.task, runner, case.request, self.policy, self.stop.should_stop)
+        self.reporter.phase("sample", runner.name, case.name)
+        with self.log.capture(f"{runner.name} × {case.name}: sample", runner.name):
+            results = sample(self.harnesses, self.task, runner, case.request, self.policy, self._counted())
         return self._rows(runner, case, phases, gates, results)
 
     def _validate(self, runner: Runner, case: Case, phases: PhaseTimer) -> tuple[list[ResultRow] | None, Any]:
         """(None, the accuracy gates) of one (runner, case), or (its failed rows, None)."""
         n = len(self.contracts)
+        label = f"{runner.name} × {case.name}"
         try:
-            first = self.harnesses[0].call(self.task, runner, case.request)
-            second = self.harnesses[0].call(self.task, runner, case.request)
-            gates = self.task.gates(self.references[case.name], first, second)
+            self.reporter.phase("validate", runner.name, case.name)
+            with self.log.capture(f"{label}: validate", runner.name):
+                first = self.harnesses[0].call(self.task, runner, case.request)
+                second = self.harnesses[0].call(self.task, runner, case.request)
+                gates = self.task.gates(self.references[case.name], first, second)
         except Exception as e:
-            self.progress(f"{runner.name} × {case.name}: failed: {error_line(e)}")
             report = {**_report(runner), "prepare_s": dict(phases.seconds),
-                      "traceback": traceback.format_exc(limit=8)}
+                      "traceback": traceback.format_exc(limit=8), **self._log_entry(runner.name)}
             return [build.failed_row(runner.name, case, error_line(e), report)] * n, None
         return None, gates
 
     def _rows(self, runner: Runner, case: Case, phases: PhaseTimer, gates: Any,
               results: Sequence[Any]) -> list[ResultRow]:
         """One row per contract from what sampling gave."""
-        n = len(self.contracts)
         rows: list[ResultRow] = []
         for harness, s in zip(self.harnesses, results):
-            label = f"{runner.name} × {case.name}" + (f" [{harness.contract.name}]" if n > 1 else "")
-            report = {**_report(runner), "prepare_s": dict(phases.seconds)}
+            report = {**_report(runner), "prepare_s": dict(phases.seconds), **self._log_entry(runner.name)}
             if s.error is not None:
-                self.progress(f"{label}: failed: {s.error}")
                 report["traceback"] = s.traceback
                 rows.append(build.failed_row(runner.name, case, s.error, report, s.measurement))
             elif s.interrupted:
-                self.progress(f"{label}: interrupted; keeping {len(s.measurement.samples_ns)} sample(s)")
                 rows.append(build.partial_row(runner.name, case, gates, s.measurement, report,
                                               self.stop.signal_name))
             else:
-                row = build.result_row(harness.contract, runner.name, case, gates, s.measurement, report,
-                                       independent_rounds=self.cfg.repeats > 1)
-                self.progress(_finished(label, row))
-                rows.append(row)
+                rows.append(build.result_row(harness.contract, runner.name, case, gates, s.measurement,
+                                             report, independent_rounds=self.cfg.repeats > 1))
         return rows  # fewer than the contracts when an interrupt cut the case short
+
+    def _counted(self) -> Callable[[Any], Any]:
+        """The stop callback factory, counting samples for the reporter (every 10th, and the last)."""
+        total = self.policy.limit * passes([sampling_key(c) for c in self.contracts])
+        done = [0]
+
+        def wrap(inner: Any) -> Any:
+            check = self.stop.should_stop(inner)
+
+            def counted(m: Any) -> str | None:
+                done[0] += 1
+                if done[0] % 10 == 0 or done[0] == total:
+                    self.reporter.sampled(done[0], total)
+                return check(m)
+            return counted
+        return wrap
+
+    def _log_entry(self, runner: str) -> dict[str, Any]:
+        entry = self.log.report(runner)
+        return {"log": entry} if entry else {}
+
+    def _lines(self, runner: str, case: Case, rows: list[ResultRow]) -> list[str]:
+        """What a finished case says: one line per contract's row."""
+        n = len(self.contracts)
+        out = []
+        for harness, row in zip(self.harnesses, rows):
+            label = f"{runner} × {case.name}" + (f" [{harness.contract.name}]" if n > 1 else "")
+            if row.partial:
+                out.append(f"{label}: interrupted; keeping {len(row.samples_ns)} sample(s)")
+            else:
+                out.append(_finished(label, row))
+        return out
 
     def _record(self, rows: list[ResultRow]) -> None:
         self.receipts.add_rows(rows)
@@ -456,5 +511,5 @@ def _report(runner: Any) -> dict[str, Any]:
 
 def _finished(label: str, row: ResultRow) -> str:
     if row.status == "failed":
-        return f"{label}: {row.reasons[0]}"
+        return f"{label}: failed: {row.reasons[0] if row.reasons else 'no reason recorded'}"
     return f"{label}: {row.status}, p50 {row.summary.p50_ns / 1e6:.3f} ms over {row.summary.n} samples"

@@ -18,6 +18,9 @@ from benchbox.runners.base import Runner
 
 def cuda_reason(device: str) -> str | None:
     if device.startswith("cuda") and not torch.cuda.is_available():
+        if torch.version.cuda is None:
+            return (f"no CUDA device is visible to torch (torch {torch.__version__} is a CPU-only build: "
+                    "install a CUDA build of torch)")
         return "no CUDA device is visible to torch"
     return None
 

@@ -113,3 +113,63 @@ def test_export_to_an_unwritable_place_is_one_line_exit_2(eager_receipt_path: Pa
                         "--format", "csv", "-o", "/proc/benchbox-export.csv"], capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert "cannot write" in r.stderr and "unexpected" not in r.stderr
+
+
+@pytest.fixture(scope="module")
+def rounds_receipt(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two contracts sharing calls, 150 samples: sampled in interleaved rounds of 100 and 50."""
+    tmp = tmp_path_factory.mktemp("rounds")
+    make_receipt(tmp, "r.json", task="tests.diff_tasks:factory", task_options={"sleep_ms": 1}, samples=150,
+                 contracts=("public_task_call_wall", "model_io_wall"))
+    return tmp / "r.public_task_call_wall.json"
+
+
+def test_pyperf_has_one_run_per_round_and_the_environment(rounds_receipt: Path, tmp_path: Path) -> None:
+    import pyperf
+
+    receipt = json.loads(rounds_receipt.read_text())
+    assert receipt["results"][0]["round_sizes"] == [100, 50]
+    out = tmp_path / "r.pyperf.json"
+    _export(rounds_receipt, "pyperf", out)
+    suite = pyperf.BenchmarkSuite.load(str(out))
+    for row in receipt["results"]:
+        bench = suite.get_benchmark(f"sleepy/{row['case']}/{row['runner']}")
+        assert [len(run.values) for run in bench.get_runs()] == row["round_sizes"]
+        assert bench.get_values() == pytest.approx([v / 1e9 for v in row["samples_ns"]])
+        meta = bench.get_metadata()
+        assert meta["benchbox_device"] == "cpu" and meta["benchbox_dtype"] == "float32"
+        assert meta["cpu_count"] == receipt["environment"]["cpu_count"]
+        commit = (receipt["environment"].get("git") or {}).get("commit")
+        assert meta.get("benchbox_commit") == commit
+
+
+def test_pyperf_compare_to_reads_exports_of_unequal_sample_counts(pair: tuple[Path, Path],
+                                                                   rounds_receipt: Path,
+                                                                   tmp_path: Path) -> None:
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    _export(pair[0], "pyperf", a)        # 20 samples per case, one round
+    _export(rounds_receipt, "pyperf", b)  # 150 samples per case, two rounds
+    cmp = subprocess.run([sys.executable, "-m", "pyperf", "compare_to", "--table", str(a), str(b)],
+                         capture_output=True, text=True, timeout=120)
+    assert cmp.returncode == 0, cmp.stderr
+    for case in ("alpha", "beta"):
+        line = next(ln for ln in cmp.stdout.splitlines() if f"sleepy/{case}/torch-eager" in ln)
+        assert "faster" in line or "slower" in line or "not significant" in line, line
+    meta = subprocess.run([sys.executable, "-m", "pyperf", "metadata", str(b)], capture_output=True,
+                          text=True, timeout=120)
+    assert meta.returncode == 0 and "benchbox_device: cpu" in meta.stdout, meta.stdout[-2000:]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_table_export_has_environment_and_round_columns(rounds_receipt: Path, tmp_path: Path,
+                                                         fmt: str) -> None:
+    import polars as pl
+
+    out = tmp_path / f"r.{fmt}"
+    _export(rounds_receipt, fmt, out)
+    df = pl.read_csv(out) if fmt == "csv" else pl.read_parquet(out)
+    receipt = json.loads(rounds_receipt.read_text())
+    assert set(df["device"].to_list()) == {"cpu"} and set(df["dtype"].to_list()) == {"float32"}
+    assert set(df["cpu_count"].to_list()) == {receipt["environment"]["cpu_count"]}
+    first = df.filter(pl.col("case") == receipt["results"][0]["case"])
+    assert first.group_by("round").len().sort("round")["len"].to_list() == [100, 50]

@@ -47,8 +47,12 @@ def test_show_and_diff_print_no_escape_sequences(tmp_path: Path) -> None:
         assert code in (0, 1), (args, out, err)
         assert not CONTROL.search(out + err), (args, out)
         assert "\\x1b]52" in out  # shown, not executed
-    # a name with a newline cannot add a line: the table keeps its shape
-    assert _invoke("show", str(a))[1].count("\n") == plain_lines
+    # a name with a newline cannot start a line of its own: the break is shown as an escape
+    # (the tables may wrap a long cell inside its column, so line counts are not compared)
+    shown = _invoke("show", str(a))[1]
+    assert "\\x0asecond line" in shown
+    assert not any(line.lstrip().startswith("second line") for line in shown.splitlines())
+    assert plain_lines > 0
 
 
 def test_a_contract_description_prints_no_escape_sequences(tmp_path: Path) -> None:

@@ -14,53 +14,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from benchbox.tasks.decision.spec import SIZES, ModelSpec
 
-@dataclass(frozen=True)
-class ModelSpec:
-    """Shape of one model size; ``parameters`` is the stated count (a test checks it)."""
-
-    vocab: int
-    dim: int
-    layers: int
-    heads: int
-    ffn: int
-    max_tokens: int
-    max_choices: int
-    choice_tokens: int
-    patch: int
-    native_grid: int
-    max_patches: int
-    max_frames: int
-    parameters: int
-    #: default seed of the generated weights: chosen so that on every case the float32 top-two
-    #: logit gap exceeds twice the measured bfloat16 logit error (no coin-flip answers)
-    seed: int = 0
-
-    @property
-    def patch_dim(self) -> int:
-        return 3 * self.patch * self.patch
-
-    @property
-    def sequence(self) -> int:
-        return self.max_tokens + self.max_patches
-
-
-SIZES: dict[str, ModelSpec] = {
-    # CI on a CPU: a default run of every case on two runners takes well under a minute
-    "tiny": ModelSpec(vocab=4096, dim=64, layers=2, heads=4, ffn=128, max_tokens=128, max_choices=8,
-                      choice_tokens=16, patch=16, native_grid=4, max_patches=96, max_frames=8,
-                      parameters=396_545),
-    "small": ModelSpec(vocab=8192, dim=256, layers=4, heads=4, ffn=1024, max_tokens=256, max_choices=8,
-                       choice_tokens=16, patch=16, native_grid=8, max_patches=256, max_frames=8,
-                       parameters=5_669_377, seed=2),
-    "base": ModelSpec(vocab=16384, dim=512, layers=8, heads=8, ffn=2048, max_tokens=384, max_choices=8,
-                      choice_tokens=16, patch=16, native_grid=16, max_patches=384, max_frames=8,
-                      parameters=34_860_033, seed=1),
-    # GPU: 1024-long sequences through 24 layers of width 1024, so compute dominates on an H200
-    "large": ModelSpec(vocab=32768, dim=1024, layers=24, heads=16, ffn=4096, max_tokens=512,
-                       max_choices=8, choice_tokens=16, patch=16, native_grid=24, max_patches=512,
-                       max_frames=8, parameters=339_875_841),
-}
+__all__ = ["SIZES", "Block", "DecisionModel", "ModelSpec", "Norm", "Precision", "build", "count_parameters"]
 
 
 @dataclass(frozen=True)

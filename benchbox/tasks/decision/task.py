@@ -25,12 +25,11 @@ import numpy as np
 from benchbox.errors import UsageError
 from benchbox.tasks.base import Case, Task
 from benchbox.tasks.decision import media
-from benchbox.tasks.decision.model import SIZES
+from benchbox.tasks.decision.spec import CASE_NAMES, SIZES
 
 PAD, CLS, SEP = 0, 1, 2
 _RESERVED = 3
 _WORD = re.compile(r"[a-z0-9]+|[^\sa-z0-9]")
-CASE_NAMES = ("invoice", "outage", "receipt", "image", "video")
 MAX_SIDE = 4096
 MAX_FRAMES = 256
 
@@ -315,9 +314,10 @@ class DecisionTask(Task):
                 f"native grid {s.native_grid}×{s.native_grid}")
 
     def parameter_count(self) -> int:
-        from benchbox.tasks.decision.model import count_parameters
+        """Counted from the size's shapes: nothing is built or allocated (and torch is not imported)."""
+        from benchbox.tasks.decision.spec import parameter_count
 
-        return count_parameters(self.build_model(device="meta"))
+        return parameter_count(self.spec)
 
     def _check_weights(self, path: Path) -> str:
         """Keys and shapes of a weights file against the model; ValueError with one line if not."""

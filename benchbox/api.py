@@ -1,0 +1,122 @@
+"""The Python API: run, load, compare, draw and export, as the command line does.
+
+Every function here is what a ``benchbox`` command calls; the command line only parses
+options, renders the result and picks the exit code. Import it as ``import benchbox``
+and call ``benchbox.run(...)``, ``benchbox.load_receipt(...)``, ``benchbox.diff(...)``,
+``benchbox.plot(...)``, ``benchbox.export(...)``. Errors that a user can fix are
+:class:`benchbox.errors.UsageError` (one line, naming the field or file).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from benchbox.errors import UsageError
+
+if TYPE_CHECKING:
+    from benchbox.receipts.diff import DiffResult
+    from benchbox.receipts.model import Receipt
+    from benchbox.run.config import RunConfig
+    from benchbox.run.progress import Reporter
+    from benchbox.run.sequence import RunOutcome
+
+PathLike = str | Path
+
+
+def run(config: RunConfig | None = None, /, *, reporter: Reporter | None = None,
+        progress: Callable[[str], None] | None = None, **fields: Any) -> RunOutcome:
+    """Measure runners × cases under one or more timing contracts; write and return the receipts.
+
+    Pass a :class:`~benchbox.run.config.RunConfig`, or its fields as keywords (they
+    override the config's when both are given)::
+
+        outcome = benchbox.run(runners=("torch-eager",), cases=("invoice",), samples=50,
+                               out="receipts/r.json")
+        outcome.receipt.results[0].summary.p50_ns
+
+    ``reporter`` receives the phases and progress (:class:`benchbox.run.progress.Reporter`);
+    ``progress`` is a simpler callback that gets one line per step. A run prints nothing
+    by itself. Returns a :class:`~benchbox.run.sequence.RunOutcome` (``path``, ``receipt``,
+    ``all`` for several contracts, ``ok``).
+    """
+    from benchbox.run.config import RunConfig
+    from benchbox.run.sequence import run as run_sequence
+
+    known = {f.name for f in dataclasses.fields(RunConfig)}
+    unknown = sorted(set(fields) - known)
+    if unknown:
+        raise UsageError(f"benchbox.run: unknown field {unknown[0]!r} (fields: {', '.join(sorted(known))})")
+    if "out" in fields and fields["out"] is not None:
+        fields["out"] = Path(fields["out"])
+    for name in ("runners", "cases", "contracts"):
+        if isinstance(fields.get(name), str):
+            fields[name] = (fields[name],)
+        elif fields.get(name) is not None:
+            fields[name] = tuple(fields[name])
+    cfg = dataclasses.replace(config, **fields) if config is not None else RunConfig(**fields)
+    return run_sequence(cfg, progress or (lambda s: None), reporter=reporter)
+
+
+def load_receipt(path: PathLike) -> Receipt:
+    """A receipt from its JSON file: checked, and migrated from older schema versions."""
+    from benchbox import receipts
+
+    return receipts.load_receipt(path)
+
+
+def diff(base: PathLike | Receipt, head: PathLike | Receipt, *, threshold: float = 0.05,
+         metric: str = "p50", alpha: float = 0.05, accept: Sequence[str] = ()) -> DiffResult:
+    """Compare two receipts (paths or loaded) row by row, as ``benchbox diff`` does.
+
+    ``threshold`` is a fraction (0.05 = 5%); ``metric`` is ``p50``, ``p99`` or ``both``;
+    ``accept`` names kinds of difference to compare across (device, model, options,
+    incomplete, noisy, unsettled, cpu, load, gpu, versions). The result's ``rows`` carry the
+    verdicts; ``exit_code`` is 1 on a regression, 3 when no regression was found but some
+    rows were unreliable. Receipts under different contracts raise
+    :class:`~benchbox.receipts.diff.ComparisonRefused`.
+    """
+    from benchbox.receipts.diff import DiffOptions, accept_kinds, diff_receipts
+
+    opts = DiffOptions(threshold=threshold, metric=metric, alpha=alpha, accept=accept_kinds(accept))
+    names = [str(x) if isinstance(x, (str, Path)) else label for x, label in ((base, "BASE"), (head, "HEAD"))]
+    return diff_receipts(_loaded(base), _loaded(head), opts, *names)
+
+
+def plot(receipts: PathLike | Sequence[PathLike], output: PathLike, kind: str = "quantiles",
+         threshold: float = 0.05, *, metric: str = "p50", accept: Sequence[str] = ()) -> Path:
+    """Draw a figure from receipt files and save it (``.png`` or ``.svg``); return its path.
+
+    ``kind``: ``quantiles`` (p50/p99 per case), ``stages`` (per-stage medians with the
+    contract's region), ``ecdf`` (distributions), ``diff`` (two receipts: BASE, HEAD; judged
+    as :func:`diff` judges them, with ``threshold``, ``metric`` and ``accept``) or ``sweep``
+    (a sweep's index or its receipts: latency against load).
+    """
+    from benchbox.plots import render
+    from benchbox.receipts.diff import DiffOptions, accept_kinds
+
+    paths = [receipts] if isinstance(receipts, (str, Path)) else list(receipts)
+    opts = None
+    if kind == "diff":
+        opts = DiffOptions(threshold=threshold, metric=metric, accept=accept_kinds(accept))
+    return render(paths, output, kind, threshold, opts)
+
+
+def export(receipt: PathLike | Receipt, fmt: str, output: PathLike | None = None) -> Path:
+    """Write a receipt's raw samples as ``pyperf``, ``csv`` or ``parquet``; return the path.
+
+    Without ``output`` the file goes next to the receipt (``run.pyperf.json``, ``run.csv``...).
+    """
+    from benchbox.receipts.export import default_output, export_receipt
+
+    if output is None:
+        if not isinstance(receipt, (str, Path)):
+            raise UsageError("benchbox.export: give an output path for a loaded receipt")
+        output = default_output(receipt, fmt) if fmt in ("pyperf", "csv", "parquet") else Path("-")
+    return export_receipt(_loaded(receipt), fmt, output)
+
+
+def _loaded(r: PathLike | Receipt) -> Receipt:
+    return load_receipt(r) if isinstance(r, (str, Path)) else r

@@ -1,0 +1,217 @@
+"""What a run tells a person while it runs.
+
+The run sequence calls a :class:`Reporter`; it never prints. The base class ignores every
+event (a silent run); :class:`LineReporter` writes one plain line per step (logs, CI, a
+``progress`` callback); :class:`LiveReporter` draws a live display with rich on a
+terminal. Tests subclass :class:`Reporter` to assert on the phases without a terminal.
+
+Phases, in the order a run goes through them: ``calibrate`` (the harness floors),
+``reference`` (the float32 reference per case), then per runner ``compile`` (its
+preparation: build, compile or load, timed apart) and per case ``validate`` (two untimed
+calls through the accuracy gates) and ``sample``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+PHASES = ("calibrate", "reference", "compile", "validate", "sample")
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What the run will do, for progress and the ETA: runners × cases, and the sampling policy."""
+
+    runners: tuple[str, ...]
+    cases: tuple[str, ...]
+    #: samples per case the policy asks for (every sampling pass of the run's contracts)
+    samples_per_case: int
+    #: adaptive sampling: ``samples_per_case`` is the cap, and each pass stops by ``max_time_s``
+    adaptive: bool = False
+    max_time_s: float | None = None
+    passes: int = 1
+
+    @property
+    def total_cases(self) -> int:
+        return len(self.runners) * len(self.cases)
+
+
+class Reporter:
+    """Receives a run's events. Every method is optional; the base ignores them all."""
+
+    def run_started(self, plan: RunPlan) -> None:
+        """The run is validated and about to calibrate."""
+
+    def phase(self, phase: str, runner: str | None = None, case: str | None = None) -> None:
+        """A phase of :data:`PHASES` starts (``runner``/``case`` where it concerns one)."""
+
+    def sampled(self, done: int, total: int) -> None:
+        """``done`` of the case's ``total`` planned samples are taken (called every few samples)."""
+
+    def case_finished(self, runner: str, case: str, line: str) -> None:
+        """A (runner, case) is recorded; ``line`` says how it went."""
+
+    def note(self, text: str) -> None:
+        """A one-line message (a receipt path, a runner that cannot run, a failure)."""
+
+    def captured(self, text: str) -> None:
+        """Library output captured during a phase (warnings, compiler logs); kept in the log file."""
+
+    def run_finished(self) -> None:
+        """The run ended (normally or not): close any live display."""
+
+
+def eta_s(elapsed_s: float, done: int, total: int, cap_s: float | None = None) -> float | None:
+    """Seconds left at the rate so far (None before the first sample), capped at ``cap_s`` left."""
+    if done <= 0 or total <= done:
+        return None if done <= 0 else 0.0
+    left = elapsed_s / done * (total - done)
+    if cap_s is not None:
+        left = min(left, max(0.0, cap_s - elapsed_s))
+    return left
+
+
+def clock_text(seconds: float | None) -> str:
+    """``75`` → ``1:15``; None → ``?``."""
+    if seconds is None:
+        return "?"
+    s = int(round(seconds))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+class LineReporter(Reporter):
+    """One plain line per step, through ``emit`` (a progress callback)."""
+
+    def __init__(self, emit: Callable[[str], None], verbose: bool = False) -> None:
+        from benchbox.render.common import terminal_lines
+
+        # names come from tasks and contracts: control characters are shown, never sent
+        self.emit = lambda text: emit(terminal_lines(text))
+        self.verbose = verbose
+
+    def phase(self, phase: str, runner: str | None = None, case: str | None = None) -> None:
+        if phase in ("calibrate", "reference") or (phase == "compile" and runner):
+            what = {"calibrate": "calibrating the harness floors",
+                    "reference": "computing the float32 reference"}.get(phase, f"{runner}: preparing")
+            self.emit(what)
+        elif self.verbose:
+            self.emit(f"{runner} × {case}: {phase}")
+
+    def case_finished(self, runner: str, case: str, line: str) -> None:
+        self.emit(line)
+
+    def note(self, text: str) -> None:
+        self.emit(text)
+
+    def captured(self, text: str) -> None:
+        if self.verbose:
+            self.emit(text.rstrip("\n"))
+
+
+class LiveReporter(Reporter):
+    """A live display on a terminal (rich): the run's cases done, the phase and the case's ETA."""
+
+    def __init__(self, stream: IO[str], verbose: bool = False) -> None:
+        from rich.console import Console
+
+        self.console = Console(file=stream, stderr=True)
+        self.verbose = verbose
+        self.plan: RunPlan | None = None
+        self.done_cases = 0
+        self.where = ""
+        self.what = "starting"
+        self.t_phase = time.monotonic()
+        self.t_start = time.monotonic()
+        self.sample_times: list[float] = []
+        self.live: Any = None
+
+    def run_started(self, plan: RunPlan) -> None:
+        from rich.live import Live
+
+        self.plan = plan
+        self.t_start = time.monotonic()
+        self.live = Live(self, console=self.console, refresh_per_second=4, transient=True)
+        self.live.start()
+
+    def __rich__(self) -> Any:
+        from rich.text import Text
+
+        total = self.plan.total_cases if self.plan else 0
+        elapsed = time.monotonic() - self.t_phase
+        line = Text(no_wrap=True, overflow="ellipsis")
+        line.append(f"{min(self.done_cases + 1, total)}/{total} ", "bold")
+        if self.where:
+            line.append(f"{self.where} ", "cyan")
+        line.append(self.what, "yellow")
+        line.append(f" · {clock_text(elapsed)}")
+        run_eta = self._run_eta()
+        if run_eta is not None:
+            line.append(f" · run: ≈{clock_text(run_eta)} of sampling left", "dim")
+        return line
+
+    def _run_eta(self) -> float | None:
+        """Sampling time left for the remaining cases, at the mean of the cases sampled so far."""
+        if not self.sample_times or self.plan is None:
+            return None
+        left = self.plan.total_cases - self.done_cases
+        return sum(self.sample_times) / len(self.sample_times) * max(left, 0)
+
+    def phase(self, phase: str, runner: str | None = None, case: str | None = None) -> None:
+        from benchbox.render.common import terminal
+
+        self.where = terminal(" × ".join(x for x in (runner, case) if x))
+        self.what = phase
+        self.t_phase = time.monotonic()
+
+    def sampled(self, done: int, total: int) -> None:
+        p = self.plan
+        cap = p.max_time_s * p.passes if p is not None and p.adaptive and p.max_time_s else None
+        left = eta_s(time.monotonic() - self.t_phase, done, total, cap)
+        self.what = f"sample {done}/{total}{' at most' if p and p.adaptive else ''} ≈{clock_text(left)} left"
+
+    def case_finished(self, runner: str, case: str, line: str) -> None:
+        if self.what.startswith("sample"):
+            self.sample_times.append(time.monotonic() - self.t_phase)
+        self.done_cases += 1
+        self._print(line)
+
+    def note(self, text: str) -> None:
+        self._print(text)
+
+    def captured(self, text: str) -> None:
+        if self.verbose:
+            self._print(text.rstrip("\n"), style="dim")
+
+    def _print(self, text: str, style: str | None = None) -> None:
+        from benchbox.render.common import terminal_lines
+
+        self.console.print(terminal_lines(text), highlight=False, markup=False, style=style)
+
+    def run_finished(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+
+def reporter_for(stream: IO[str] | None, quiet: bool = False, verbose: bool = False) -> Reporter:
+    """Silent with ``quiet``; live on a terminal; plain lines otherwise."""
+    if quiet or stream is None:
+        return Reporter()
+    if _is_terminal(stream):
+        return LiveReporter(stream, verbose)
+    return LineReporter(lambda s: print(s, file=stream, flush=True), verbose)
+
+
+def _is_terminal(stream: IO[str]) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def passes(keys: Sequence[Any]) -> int:
+    """How many sampling passes a case takes: one per distinct sampling key."""
+    return max(1, len(set(keys)))

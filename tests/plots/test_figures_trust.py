@@ -1,0 +1,119 @@
+"""Figures a reviewer can trust: scales said, ranges that fit the data, flags on their points,
+one legend, nothing clipped at long names."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from benchbox.plots import figure
+from benchbox.plots._common import FLAG_MARKERS, LABEL_CHARS, LabelledReceipt
+from benchbox.receipts import load_receipt
+from benchbox.receipts.model import Receipt
+from tests.support import GOLDEN
+
+NOISE = "noise: coefficient of variation 31.0% exceeds 20%"
+UNSETTLED = "unsettled: second-half median +12.0% from the first half"
+
+
+def _scaled(row: Any, k: float) -> Any:
+    s = row.summary
+    ci = tuple(int(v * k) for v in s.p50_ci_ns) if s.p50_ci_ns else None
+    return dataclasses.replace(s, p50_ns=int(s.p50_ns * k), p50_ci_ns=ci)
+
+
+def _receipt(flags: tuple[str, ...] = (NOISE,), spread: float = 1.0) -> Receipt:
+    """The golden receipt with its first row flagged, its second clean and scaled by ``spread``."""
+    r = load_receipt(GOLDEN)
+    clean = tuple(x for x in r.results[1].reasons if not x.startswith(("noise:", "unsettled:")))
+    first = dataclasses.replace(r.results[0], reasons=(*r.results[0].reasons, *flags))
+    second = dataclasses.replace(r.results[1], reasons=clean, summary=_scaled(r.results[1], spread))
+    return dataclasses.replace(r, results=(first, second, *r.results[2:]))
+
+
+def _line(fig: Any, gid: str) -> Any:
+    found = [a for ax in fig.axes for a in ax.get_lines() if a.get_gid() == gid]
+    assert len(found) == 1, gid
+    return found[0]
+
+
+@pytest.mark.parametrize("flags", [(NOISE,), (UNSETTLED,), (NOISE, UNSETTLED)])
+def test_a_flagged_rows_marker_differs(flags: tuple[str, ...]) -> None:
+    r = _receipt(flags)
+    fig = figure([LabelledReceipt("g", r)], "quantiles")
+    a, b = r.results[0], r.results[1]
+    flagged = _line(fig, f"g/{a.runner}/{a.case}/p50_ns").get_marker()
+    clean = _line(fig, f"g/{b.runner}/{b.case}/p50_ns").get_marker()
+    assert clean == "o" and flagged != clean and flagged in FLAG_MARKERS.values()
+    texts = [t.get_text() for t in fig.findobj(lambda o: hasattr(o, "get_text")) if t.get_text()]
+    assert any("noisy" in t or "unsettled" in t for t in texts)  # the legend says what the marker means
+    ecdf = figure([LabelledReceipt("g", r)], "ecdf")
+    assert _line(ecdf, f"g/{a.runner}/{a.case}/p50_ns").get_marker() == flagged
+    assert _line(ecdf, f"g/{b.runner}/{b.case}/p50_ns").get_marker() == "o"
+
+
+@pytest.mark.parametrize("spread", [1.0, 30.0])
+def test_p50_axis_covers_the_data_within_2x_and_says_log(spread: float) -> None:
+    r = _receipt(spread=spread)
+    fig = figure([LabelledReceipt("g", r)], "quantiles")
+    ax = fig.axes[0]
+    lo, hi = ax.get_xlim()
+    values = [v / 1e6 for row in r.results for v in (row.summary.p50_ns, *(row.summary.p50_ci_ns or ()))]
+    assert lo <= min(values) and hi >= max(values)  # every point and interval inside
+    assert hi <= 2 * max(values)
+    if ax.get_xscale() == "log":
+        assert lo >= min(values) / 2
+        assert "log scale" in ax.get_xlabel()
+    else:
+        assert "log" not in ax.get_xlabel()
+    assert (ax.get_xscale() == "log") == (spread > 8)
+
+
+def test_ecdf_draws_one_legend() -> None:
+    r = load_receipt(GOLDEN)
+    fig = figure([LabelledReceipt("g", r)], "ecdf")
+    assert len(fig.legends) == 1 and all(ax.get_legend() is None for ax in fig.axes)
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert len(labels) == len(set(labels))
+
+
+def _inside(fig: Any) -> list[str]:
+    """Texts drawn outside the figure (clipped): annotations, titles, legends and the ticks in view."""
+    from matplotlib.text import Text
+
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    ticks = {id(t) for ax in fig.axes for t in (*ax.get_xticklabels(), *ax.get_yticklabels())}
+    shown = []
+    for ax in fig.axes:
+        lo, hi = sorted(ax.get_xlim())
+        shown += [t.label1 for t in ax.xaxis.get_major_ticks() if lo <= t.get_loc() <= hi]
+        lo, hi = sorted(ax.get_ylim())
+        shown += [t.label1 for t in ax.yaxis.get_major_ticks() if lo <= t.get_loc() <= hi]
+    texts = [t for t in fig.findobj(Text) if id(t) not in ticks] + shown
+    box = fig.bbox
+    out = []
+    for t in texts:
+        if not t.get_text() or not t.get_visible():
+            continue
+        bb = t.get_window_extent(renderer)
+        if bb.x0 < box.x0 - 1 or bb.x1 > box.x1 + 1 or bb.y0 < box.y0 - 1 or bb.y1 > box.y1 + 1:
+            out.append(t.get_text())
+    return out
+
+
+@pytest.mark.parametrize("kind", ["quantiles", "stages", "ecdf", "diff"])
+def test_long_receipt_names_are_shortened_and_nothing_is_clipped(kind: str) -> None:
+    r = load_receipt(GOLDEN)
+    long = "a-receipt-name-from-a-nightly-job-on-a-branch-with-a-long-name-" * 2
+    pair = [LabelledReceipt(long + "base", r), LabelledReceipt(long + "head", r)]
+    fig = figure(pair, kind)
+    assert _inside(fig) == []
+    ticks = [t.get_text() for ax in fig.axes for t in ax.get_yticklabels()]
+    assert all(len(t) <= LABEL_CHARS for t in ticks)
+    from matplotlib.text import Text
+
+    named = [t.get_text() for t in fig.findobj(Text) if "a-receipt-name" in t.get_text()]
+    assert named and all("…" in t for t in named), named  # shortened wherever a name is shown
