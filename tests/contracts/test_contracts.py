@@ -206,7 +206,7 @@ def test_cli_shows_the_arrival_and_the_queue_stage() -> None:
     assert r.returncode == 0
     assert "[x] queue" in r.stdout and "arrival: poisson rate given at run time" in r.stdout
     listing = _cli("contracts").stdout
-    assert "arrival: gap 20 ms (sleep)" in listing and "public_task_call_50rps" in listing
+    assert "gap 20 ms (sleep)" in listing and "public_task_call_50rps" in listing and "arrival" in listing
 
 
 # -- resource bombs: refused by a pre-scan, before the TOML parser sees them -----------------
