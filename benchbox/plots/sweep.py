@@ -88,8 +88,8 @@ def _draw(ax: Any, pts: list[Point], unit: Any, panel: str) -> None:
             lo, hi = [], []
             for p, y in zip(sp, ys):
                 ci = getattr(p.row.summary, cikey)
-                lo.append(y - unit(ci[0]) if ci else 0.0)
-                hi.append(unit(ci[1]) - y if ci else 0.0)
+                lo.append(max(0.0, y - unit(ci[0])) if ci else 0.0)
+                hi.append(max(0.0, unit(ci[1]) - y) if ci else 0.0)
             ax.errorbar(xs, ys, yerr=[lo, hi], fmt=marker + style, color=colour, ms=4, capsize=2, lw=1.2,
                         alpha=1.0 if qname == "p50" else 0.7, label=f"{s} {qname}")
             for p, y in zip(sp, ys):
@@ -100,10 +100,16 @@ def _draw(ax: Any, pts: list[Point], unit: Any, panel: str) -> None:
                                     fontsize=BASE_FONT - 2, color="#c0392b")
     ax.set_yscale("log")
     ax.grid(True, which="both", alpha=0.25)
-    if panel == "gap":
+    if panel == "gap":  # gaps start at 0 (back to back): linear below 0.1 ms, log above
         ax.set_xscale("symlog", linthresh=0.1)
+        ax.set_xlim(0, max(p.x for p in pts) * 1.6 or 1.0)
     elif len({p.x for p in pts}) > 1 and max(p.x for p in pts) / min(p.x for p in pts) > 8:
         ax.set_xscale("log")
+
+
+def scale_note(ax: Any) -> str:
+    """What an axis label should say about the axis's scale."""
+    return {"log": ", log scale", "symlog": ", log scale above 0.1"}.get(ax.get_xscale(), "")
 
 
 def figure(receipts: Sequence[LabelledReceipt]) -> Figure:
@@ -114,19 +120,19 @@ def figure(receipts: Sequence[LabelledReceipt]) -> Figure:
     contracts = list(dict.fromkeys(p.contract for p in pts))
     panels = [(k, label) for k, label in PANELS if any(p.panel == k for p in pts)]
     unit = time_unit([getattr(p.row.summary, k) or 0 for p in pts for _, k, _, _ in QUANTS])
-    width, row_h = 6.2 * len(panels) + 2.8, 3.6
+    width, row_h = 6.8 * len(panels) + 3.0, 3.6
     height = 1.2 + row_h * len(contracts) + 0.9
     fig = new_figure(width, height)
     for i, name in enumerate(contracts):
         for j, (panel, xlabel) in enumerate(panels):
-            left = (0.7 + j * 6.2) / width
+            left = (1.2 + j * 6.8) / width
             bottom = (0.9 + (len(contracts) - 1 - i) * row_h + 0.5) / height
             ax = fig.add_axes((left, bottom, 5.2 / width, (row_h - 0.9) / height))
             mine = [p for p in pts if p.contract == name and p.panel == panel]
             if mine:
                 _draw(ax, mine, unit, panel)
-            ax.set_xlabel(xlabel, fontsize=BASE_FONT)
-            ax.set_ylabel(f"{name}\nlatency ({unit.name})", fontsize=BASE_FONT)
+            ax.set_xlabel(xlabel + scale_note(ax), fontsize=BASE_FONT)
+            ax.set_ylabel(f"{name}\nlatency ({unit.name}, log scale)", fontsize=BASE_FONT)
             if i == 0 and j == len(panels) - 1 and mine:
                 ax.legend(fontsize=BASE_FONT - 2, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     title(fig, "Latency against load: p50 (solid) and p99 (dashed), 95% intervals", receipts, 1.0)
