@@ -1,7 +1,8 @@
 """The conditions a number was timed under, and whether two runs' conditions let them be compared.
 
 Two kinds of difference make a comparison unreliable rather than a change: the row itself
-was flagged (noisy, unsettled) on either side, or the environment differs in something
+was flagged (noisy, unsettled) on either side while run-to-run spread is not measured (fewer
+than three rounds a side), or the environment differs in something
 that moves timings (CPU model or cores, load at start, GPU driver, clocks or throttle at
 start, library versions). Such rows get the verdict ``unreliable`` with the reason,
 never ``slower``; ``benchbox diff --accept KIND`` compares them anyway.
@@ -21,6 +22,10 @@ CONDITION_KINDS = ("noisy", "unsettled", "cpu", "load", "gpu", "versions")
 LOAD_BUSY = 0.5
 #: Relative difference of the GPU's SM clock at start that counts as a different condition.
 CLOCK_CHANGE = 0.10
+#: Rounds on each side from which a row's own noise and drift are measured, not assumed away:
+#: the hierarchical interval (rounds, then samples) widens with them, so they no longer block a
+#: verdict. With fewer rounds a noisy or unsettled row stays ``unreliable``.
+MEASURED_ROUNDS = 3
 
 
 def _get(d: Any, *path: str) -> Any:
@@ -130,11 +135,20 @@ def row_flags(row: ResultRow) -> dict[str, str]:
     return out
 
 
+def rounds_measured(base: ResultRow, head: ResultRow) -> bool:
+    """Whether both rows hold enough rounds for run-to-run spread to be in the interval."""
+    return min(len(base.round_sizes), len(head.round_sizes)) >= MEASURED_ROUNDS
+
+
 def row_conditions(base: ResultRow, head: ResultRow, base_name: str = "BASE",
                    head_name: str = "HEAD") -> dict[str, str]:
-    """Kind → reason for the flags of either row and the runner versions that differ."""
+    """Kind → reason for the flags of either row and the runner versions that differ.
+
+    A row's own flags (noisy, unsettled) count only while either side has fewer than
+    :data:`MEASURED_ROUNDS` rounds; with more, the comparison's interval includes them.
+    """
     out: dict[str, list[str]] = {}
-    for name, row in ((base_name, base), (head_name, head)):
+    for name, row in ((base_name, base), (head_name, head)) if not rounds_measured(base, head) else ():
         for kind, why in row_flags(row).items():
             out.setdefault(kind, []).append(f"{name} {why}")
     merged = {k: "; ".join(v) for k, v in out.items()}

@@ -134,6 +134,20 @@ def test_a_noisy_row_is_unreliable_unless_accepted() -> None:
     assert diff_receipts(base, head, DiffOptions(accept=frozenset({"noisy"}))).rows[0].verdict == "slower"
 
 
+def test_with_rounds_measured_a_noisy_row_is_judged_by_its_interval() -> None:
+    """Five rounds a side: the spread is in the hierarchical interval, so the noise flag no longer
+    blocks the verdict; the same samples as one round stay unreliable."""
+    rng = np.random.default_rng(7)
+    key = ("torch-eager", "invoice")
+    base_r = _rounds(rng, 5, 400, sigma=0.6)
+    head_r = _rounds(rng, 5, 400, scale=2.0, sigma=0.6)
+    d = diff_receipts(synthetic_receipt({key: base_r}, repeats=5), synthetic_receipt({key: head_r}, repeats=5))
+    assert d.rows[0].verdict == "slower", d.rows[0].reason
+    one = diff_receipts(synthetic_receipt({key: [np.concatenate(base_r)]}),
+                        synthetic_receipt({key: [np.concatenate(head_r)]}))
+    assert one.rows[0].verdict == "unreliable" and "noisy" in one.rows[0].reason
+
+
 # -- rounds: simulations (seeded) ----------------------------------------------------------------
 
 def _slower_rate(effect: float, reps: int, seed: int) -> float:
