@@ -85,9 +85,29 @@ def scenario(name: str, rep: int, tmp: Path, args: argparse.Namespace, slow_us: 
     base = _run(tmp / f"{name}-{rep}-base.json", args)
     with Busy("load" in name):
         head = _run(tmp / f"{name}-{rep}-head.json", args, slow_us if "slow" in name else 0)
-    d = diff_files(base, head, DiffOptions(metric=args.metric))
+    return _judged(diff_files(base, head, DiffOptions(metric=args.metric)))
+
+
+def _judged(d: Any) -> dict[str, Any]:
     return {"exit_code": d.exit_code, "verdicts": dict(Counter(r.verdict for r in d.rows)),
             "reasons": sorted({r.reason.split(":")[0] for r in d.rows if r.verdict == "unreliable"})}
+
+
+def rediff(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """The scenarios judged again from kept receipts (NAME-REP-base/head.json) by this benchbox."""
+    from benchbox.receipts.diff import DiffOptions, diff_files
+
+    out: dict[str, Any] = {}
+    for name in args.scenario or SCENARIOS:
+        runs = []
+        for rep in range(args.reps):
+            base, head = folder / f"{name}-{rep}-base.json", folder / f"{name}-{rep}-head.json"
+            if not (base.exists() and head.exists()):
+                continue
+            runs.append(_judged(diff_files(base, head, DiffOptions(metric=args.metric))))
+        if runs:
+            out[name] = summarize(runs)
+    return out
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -110,7 +130,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--slowdown", type=float, default=0.10, help="injected slowdown, fraction of p50")
     ap.add_argument("--scenario", action="append", choices=SCENARIOS, default=[])
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results-ci-false-alarms.json"))
+    ap.add_argument("--rediff", type=Path, default=None, metavar="DIR",
+                    help="measure nothing: judge the receipts kept in DIR (NAME-REP-base/head.json) again")
     args = ap.parse_args(argv)
+    if args.rediff is not None:
+        results = {"command": ["python", "benchmarks/ci_false_alarms.py",
+                               *(argv if argv is not None else sys.argv[1:])], **rediff(args.rediff, args)}
+        for name in SCENARIOS:
+            if name in results:
+                r = results[name]
+                print(f"{name}: exit 1 in {r['exit_1']}/{r['reps']}, exit 3 in {r['exit_3']}, "
+                      f"a slower row in {r['runs_with_a_slower_row']}", file=sys.stderr)
+        args.out.write_text(json.dumps(results, indent=1) + "\n")
+        return 0
     if args.reps < 1 or args.samples < args.repeats:
         print("ci_false_alarms: --reps must be ≥ 1 and --samples ≥ --repeats", file=sys.stderr)
         return 2

@@ -141,7 +141,8 @@ def test_with_rounds_measured_a_noisy_row_is_judged_by_its_interval() -> None:
     key = ("torch-eager", "invoice")
     base_r = _rounds(rng, 5, 400, sigma=0.6)
     head_r = _rounds(rng, 5, 400, scale=2.0, sigma=0.6)
-    d = diff_receipts(synthetic_receipt({key: base_r}, repeats=5), synthetic_receipt({key: head_r}, repeats=5))
+    d = diff_receipts(synthetic_receipt({key: base_r}, repeats=5),
+                      synthetic_receipt({key: head_r}, repeats=5))
     assert d.rows[0].verdict == "slower", d.rows[0].reason
     one = diff_receipts(synthetic_receipt({key: [np.concatenate(base_r)]}),
                         synthetic_receipt({key: [np.concatenate(head_r)]}))
