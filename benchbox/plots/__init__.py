@@ -51,9 +51,23 @@ def figure(receipts: Sequence[LabelledReceipt], kind: str = "quantiles",
     mod = importlib.import_module(KINDS[kind])
     shown = [LabelledReceipt(display_text(r.label), for_display(r.data)) for r in receipts]
     with plain_text():
-        if kind == "diff":
-            return mod.figure(shown, threshold=threshold, options=diff_options)
-        return mod.figure(shown)
+        fig = mod.figure(shown, threshold=threshold, options=diff_options) if kind == "diff" \
+            else mod.figure(shown)
+    _plain_log_ticks(fig)
+    return fig
+
+
+def _plain_log_ticks(fig: Figure) -> None:
+    """Log-axis tick labels as plain numbers (20, 100, 0.5): matplotlib's default ones are
+    mathtext, which is off here (names from receipts are drawn as given)."""
+    from matplotlib.ticker import FuncFormatter, LogFormatterMathtext, NullFormatter
+
+    plain = FuncFormatter(lambda v, _pos: f"{v:g}")
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            if isinstance(axis.get_major_formatter(), LogFormatterMathtext):
+                axis.set_major_formatter(plain)
+                axis.set_minor_formatter(NullFormatter())
 
 
 def check_output(out: Path) -> str:
