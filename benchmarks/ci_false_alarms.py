@@ -95,7 +95,7 @@ def _judged(d: Any) -> dict[str, Any]:
 
 def rediff(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
     """The scenarios judged again from kept receipts (NAME-REP-base/head.json) by this benchbox."""
-    from benchbox.receipts.diff import DiffOptions, diff_files
+    from benchbox.receipts.diff import ComparisonRefused, DiffOptions, diff_files
 
     out: dict[str, Any] = {}
     for name in args.scenario or SCENARIOS:
@@ -104,7 +104,10 @@ def rediff(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
             base, head = folder / f"{name}-{rep}-base.json", folder / f"{name}-{rep}-head.json"
             if not (base.exists() and head.exists()):
                 continue
-            runs.append(_judged(diff_files(base, head, DiffOptions(metric=args.metric))))
+            try:
+                runs.append(_judged(diff_files(base, head, DiffOptions(metric=args.metric))))
+            except ComparisonRefused:  # a receipt kept before its run finished: not a pair
+                continue
         if runs:
             out[name] = summarize(runs)
     return out
