@@ -111,6 +111,9 @@ class _Group(_HelpGroup):
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
         if not standalone_mode:
             return super().main(*args, standalone_mode=False, **kwargs)
+        from benchbox.run import interrupt
+
+        interrupt.PROCESS_EXITS_ON_INTERRUPT = True  # this process ends once a run is interrupted
         try:
             rv = super().main(*args, standalone_mode=False, **kwargs)
         except click.exceptions.ClickException as e:

@@ -52,6 +52,11 @@ def ignore_further_signals() -> None:
             signal.signal(s, signal.SIG_IGN)
 
 
+#: Set by the command line: the process exits once a run is interrupted, so the signals stay
+#: ignored from the moment the interrupt is decided (a library caller gets its handlers back).
+PROCESS_EXITS_ON_INTERRUPT = False
+
+
 class SampleInterrupt(StopSampling):
     """Raised from the harness's stop callback after the sample in progress has finished."""
 
@@ -68,11 +73,13 @@ class Stop:
         self.signum = int(signal.SIGINT)
         #: the receipts are being marked interrupted: a further signal must not cut the write
         self.finishing = False
+        #: the interrupt has been decided and is on its way out: further signals change nothing
+        self.exiting = False
         self.receipts: ReceiptSet | None = None
         self._previous: dict[signal.Signals, Any] = {}
 
     def _handler(self, signum: int, frame: Any) -> None:
-        if self.finishing:
+        if self.finishing or self.exiting:
             return
         if not self.requested:  # the first signal names the interrupt
             self.signal_name, self.signum = signal.Signals(signum).name, int(signum)
@@ -93,6 +100,8 @@ class Stop:
             for s, previous in self._previous.items():
                 signal.signal(s, previous)
             self._previous.clear()
+            if self.exiting and PROCESS_EXITS_ON_INTERRUPT:
+                ignore_further_signals()  # no gap between this handler and the CLI's exit
 
     @contextmanager
     def preparing(self) -> Iterator[None]:
@@ -120,6 +129,7 @@ class Stop:
     def interrupted(self) -> Interrupted:
         """Mark the receipts interrupted and incomplete, write them, and build the error."""
         why = self.signal_name
+        self.exiting = True
         if self.receipts is None or not self.receipts.opened:
             return Interrupted(f"interrupted ({why}) before anything was measured", None, None, self.signum)
         self.finishing = True

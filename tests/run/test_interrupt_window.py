@@ -1,0 +1,55 @@
+"""The window between deciding an interrupt and the process exiting: a further signal changes nothing.
+
+A CI run sent a second SIGINT just after the case's "interrupted; keeping" line; it landed while the
+interrupt was on its way out of ``run`` and turned the one-line summary (what was kept, where) into
+click's bare "interrupted". These tests hold that window open on purpose instead of racing for it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from benchbox.run import interrupt
+from benchbox.run.interrupt import Interrupted, Stop
+
+
+def test_a_signal_after_the_interrupt_is_decided_raises_nothing() -> None:
+    stop = Stop()
+    with stop.installed():
+        os.kill(os.getpid(), signal.SIGINT)  # the first: only a flag
+        assert stop.requested
+        err = stop.interrupted()  # decided: on its way out
+        os.kill(os.getpid(), signal.SIGINT)  # the second lands in the same window as in CI
+    assert isinstance(err, Interrupted) and err.exit_code == 130
+    assert "before anything was measured" in str(err)
+
+
+def test_before_the_decision_a_second_signal_still_stops_at_once() -> None:
+    stop = Stop()
+    with stop.installed():
+        os.kill(os.getpid(), signal.SIGINT)
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+
+
+@pytest.mark.parametrize("process_exits", [True, False])
+def test_after_the_run_signals_stay_ignored_only_when_the_process_exits(
+        monkeypatch: pytest.MonkeyPatch, process_exits: bool) -> None:
+    monkeypatch.setattr(interrupt, "PROCESS_EXITS_ON_INTERRUPT", process_exits)
+    before = {s: signal.getsignal(s) for s in Stop.signals}
+    try:
+        stop = Stop()
+        with stop.installed():
+            os.kill(os.getpid(), signal.SIGINT)
+            stop.interrupted()
+        for s in Stop.signals:
+            if process_exits:  # the command line: no handler gap before its one line and exit
+                assert signal.getsignal(s) is signal.SIG_IGN
+            else:  # a library caller gets its own handlers back
+                assert signal.getsignal(s) is before[s]
+    finally:
+        for s, h in before.items():
+            signal.signal(s, h)
