@@ -115,6 +115,12 @@ class _Group(_HelpGroup):
 
         interrupt.PROCESS_EXITS_ON_INTERRUPT = True  # this process ends once a run is interrupted
         try:
+            self._standalone(*args, **kwargs)
+        finally:  # a caller in the same process (a test's CliRunner) gets the library behaviour back
+            interrupt.PROCESS_EXITS_ON_INTERRUPT = False
+
+    def _standalone(self, *args: Any, **kwargs: Any) -> None:
+        try:
             rv = super().main(*args, standalone_mode=False, **kwargs)
         except click.exceptions.ClickException as e:
             hint = ""
