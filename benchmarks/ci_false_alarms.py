@@ -1,10 +1,15 @@
 """Does `benchbox diff` raise false alarms in CI, and does it catch a real +10%?
 
-Identical code is run as BASE and HEAD (two `benchbox run`s on this machine, one after
-the other), in four scenarios, each repeated ``--reps`` times:
+Identical code is run as BASE and HEAD on this machine in four scenarios, each repeated
+``--reps`` times. ``--design interleaved`` (the default) is what the CI recipe
+(``examples/ci/bench.sh``) does: ``--repeats`` single-round runs a side, alternating
+base, head, head, base, base, head, …, each side's runs joined as rounds
+(``benchbox combine``), then diffed. ``--design sequential`` runs BASE, then HEAD, each one
+run of ``--repeats`` rounds in one process (``benchbox run --repeats K``).
 
 - ``rest``: nothing else runs;
-- ``load``: a busy process on every core while HEAD runs (BASE at rest);
+- ``load``: a busy process on every core while HEAD runs (BASE at rest), during each of
+  HEAD's runs when interleaved;
 - ``rest+slow`` / ``load+slow``: the same, with HEAD slowed by the decision task's declared
   ``slowdown_us`` option (serialize sleeps that long; set to ``--slowdown`` × BASE's p50 of
   a first calibration run, so about +10% on the whole call).
@@ -16,7 +21,8 @@ designed to say ``unreliable`` (exit 3), not ``slower``.
 
     python benchmarks/ci_false_alarms.py --out benchmarks/results-ci-false-alarms.json
 
-Defaults are the CI defaults: ``--repeats 5 --samples 400``, torch-eager, tiny size.
+Defaults are the CI recipe's: five rounds a side (``--repeats 5``) of 80 samples
+(``--samples 400`` in all), torch-eager, tiny size.
 """
 
 from __future__ import annotations
@@ -60,12 +66,14 @@ class Busy:
             p.join()
 
 
-def _run(out: Path, args: argparse.Namespace, slowdown_us: int = 0) -> Path:
+def _run(out: Path, args: argparse.Namespace, slowdown_us: int = 0, *, rounds: int | None = None,
+         samples: int | None = None) -> Path:
     from benchbox.run import RunConfig, run
 
     opts = {"slowdown_us": slowdown_us} if slowdown_us else {}
-    cfg = RunConfig(runners=(args.runner,), size=args.size, samples=args.samples, repeats=args.repeats,
-                    warmup=args.warmup, cases=tuple(args.case), task_options=opts, out=out)
+    cfg = RunConfig(runners=(args.runner,), size=args.size, samples=samples or args.samples,
+                    repeats=rounds or args.repeats, warmup=args.warmup, cases=tuple(args.case),
+                    task_options=opts, out=out)
     return run(cfg).path
 
 
@@ -82,10 +90,39 @@ def scenario(name: str, rep: int, tmp: Path, args: argparse.Namespace, slow_us: 
     """One BASE/HEAD pair of a scenario and the diff's exit code and verdicts."""
     from benchbox.receipts.diff import DiffOptions, diff_files
 
-    base = _run(tmp / f"{name}-{rep}-base.json", args)
-    with Busy("load" in name):
-        head = _run(tmp / f"{name}-{rep}-head.json", args, slow_us if "slow" in name else 0)
+    slow = slow_us if "slow" in name else 0
+    if args.design == "sequential":
+        base = _run(tmp / f"{name}-{rep}-base.json", args)
+        with Busy("load" in name):
+            head = _run(tmp / f"{name}-{rep}-head.json", args, slow)
+    else:
+        base, head = _interleaved(name, rep, tmp, args, slow)
     return _judged(diff_files(base, head, DiffOptions(metric=args.metric)))
+
+
+def _interleaved(name: str, rep: int, tmp: Path, args: argparse.Namespace, slow: int) -> tuple[Path, Path]:
+    """The CI recipe's design: single-round runs alternating base, head, head, base, …; each
+    side's runs combined into one receipt of ``--repeats`` rounds."""
+    from benchbox.receipts import load_receipt
+    from benchbox.receipts.combine import combine
+    from benchbox.receipts.io import write_receipt
+
+    per_run = max(1, args.samples // args.repeats)
+    paths: dict[str, list[Path]] = {"base": [], "head": []}
+    for i in range(args.repeats):
+        for side in (("base", "head") if i % 2 == 0 else ("head", "base")):
+            out = tmp / f"{name}-{rep}-{side}-{i}.json"
+            with Busy("load" in name and side == "head"):
+                paths[side].append(_run(out, args, slow if side == "head" else 0, rounds=1, samples=per_run))
+    joined = []
+    for side in ("base", "head"):
+        out = tmp / f"{name}-{rep}-{side}.json"
+        if len(paths[side]) == 1:
+            out.write_bytes(paths[side][0].read_bytes())
+        else:
+            write_receipt(out, combine([load_receipt(p) for p in paths[side]], [p.name for p in paths[side]]))
+        joined.append(out)
+    return joined[0], joined[1]
 
 
 def _judged(d: Any) -> dict[str, Any]:
@@ -131,6 +168,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--case", action="append", default=[], help="cases (default: all)")
     ap.add_argument("--metric", default="p50", choices=["p50", "p99", "both"])
     ap.add_argument("--slowdown", type=float, default=0.10, help="injected slowdown, fraction of p50")
+    ap.add_argument("--design", default="interleaved", choices=["interleaved", "sequential"],
+                    help="interleaved: the CI recipe's alternating single-round runs, combined; "
+                         "sequential: base then head, each one run of --repeats rounds")
+    ap.add_argument("--keep", type=Path, default=None, metavar="DIR",
+                    help="keep every receipt in DIR (for --rediff later)")
     ap.add_argument("--scenario", action="append", choices=SCENARIOS, default=[])
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results-ci-false-alarms.json"))
     ap.add_argument("--rediff", type=Path, default=None, metavar="DIR",
@@ -153,18 +195,23 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {"command": command,
                                "settings": {k: (str(v) if isinstance(v, Path) else v)
                                             for k, v in vars(args).items()}}
+    results["machine"] = {"cpu_count": os.cpu_count(), "loadavg_before": list(os.getloadavg())}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as d:
-        tmp = Path(d)
+        tmp = args.keep or Path(d)
+        tmp.mkdir(parents=True, exist_ok=True)
         slow_us = _slowdown_us(tmp, args)
         results["slowdown_us"] = slow_us
         for name in args.scenario or SCENARIOS:
-            runs = [scenario(name, i, tmp, args, slow_us) for i in range(args.reps)]
-            results[name] = summarize(runs)
+            runs = []
+            for i in range(args.reps):
+                runs.append(scenario(name, i, tmp, args, slow_us))
+                results[name] = summarize(runs)
+                results["machine"]["loadavg_after"] = list(os.getloadavg())
+                args.out.write_text(json.dumps(results, indent=1) + "\n")  # a stopped run keeps its pairs
             print(f"{name}: exit 1 in {results[name]['exit_1']}/{args.reps}, exit 3 in "
                   f"{results[name]['exit_3']}, a slower row in {results[name]['runs_with_a_slower_row']}",
                   file=sys.stderr)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=1) + "\n")
     print(f"wrote {args.out}", file=sys.stderr)
     return 0
 

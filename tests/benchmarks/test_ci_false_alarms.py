@@ -28,3 +28,25 @@ def test_two_small_repetitions_write_counts_per_scenario(tmp_path: Path) -> None
 
 def test_bad_arguments_exit_2(tmp_path: Path) -> None:
     assert main(["--reps", "0", "--out", str(tmp_path / "x.json")]) == 2
+
+
+def test_the_interleaved_design_alternates_sides_and_joins_each_side_as_rounds(tmp_path: Path) -> None:
+    from benchbox.receipts import load_receipt
+
+    keep = tmp_path / "keep"
+    rc = main(["--reps", "1", "--samples", "30", "--repeats", "3", "--warmup", "1", "--case", "invoice",
+               "--scenario", "rest+slow", "--keep", str(keep), "--out", str(tmp_path / "r.json")])
+    assert rc == 0
+    runs = {f"{side}-{i}": load_receipt(keep / f"rest+slow-0-{side}-{i}.json")
+            for side in ("base", "head") for i in range(3)}
+    started = sorted(runs, key=lambda k: runs[k].created_at)
+    assert started == ["base-0", "head-0", "head-1", "base-1", "base-2", "head-2"]  # as examples/ci/bench.sh
+    for side in ("base", "head"):
+        joined = load_receipt(keep / f"rest+slow-0-{side}.json")
+        assert [c["receipt"] for c in joined.settings["combined_from"]] == [f"rest+slow-0-{side}-{i}.json"
+                                                                          for i in range(3)]
+        assert [len(r.round_sizes or ()) for r in joined.results] == [3]
+        assert all(n == 10 for n in joined.results[0].round_sizes)
+    slow = json.loads((tmp_path / "r.json").read_text())["slowdown_us"]
+    assert all((runs[f"head-{i}"].task.options or {}).get("slowdown_us") == slow for i in range(3))
+    assert all(not (runs[f"base-{i}"].task.options or {}).get("slowdown_us") for i in range(3))
