@@ -45,14 +45,17 @@ class TimeLimit:
                 and threading.current_thread() is threading.main_thread())
 
     @contextmanager
-    def guard(self, what: str) -> Iterator[None]:
-        """Raise TimeLimitExceeded inside the block once it has run ``seconds``."""
+    def guard(self, what: str, left: float | None = None) -> Iterator[None]:
+        """Raise TimeLimitExceeded inside the block once it has run ``seconds``, or ``left``
+        seconds: what remains of the limit for a case whose time is spread over several blocks
+        (``--repeats``: its rounds)."""
         if not self.enforceable:
             yield
             return
         previous = signal.signal(signal.SIGALRM, self._expired)
         self._armed, self._what = True, what
-        signal.setitimer(signal.ITIMER_REAL, self.seconds, REPEAT_S)
+        first = self.seconds if left is None else max(left, 1e-3)
+        signal.setitimer(signal.ITIMER_REAL, first, REPEAT_S)
         try:
             yield
         finally:

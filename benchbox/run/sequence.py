@@ -367,7 +367,6 @@ class _Run:
     def _contained_case(self, runner: Runner, case: Case, phases: PhaseTimer) -> list[ResultRow]:
         """One (runner, case); sys.exit or a BaseException from task or runner code fails its rows."""
         failed = self.reference_failures.get(case.name)
-        trace: dict[str, str] = {}
         if failed is None:
             try:
                 with self.limit.guard(f"{runner.name} × {case.name}"):
@@ -375,10 +374,20 @@ class _Run:
             except BaseException as e:
                 if not contained(e):
                     raise
-                failed = describe(e)
-                trace["traceback"] = traceback.format_exc(limit=8)
-                self.progress(f"{runner.name} × {case.name}: failed: {failed}")
-        report = {**_report(runner), "prepare_s": dict(phases.seconds), **trace}
+                return self.failed_case(runner, case, phases, e)
+        report = {**_report(runner), "prepare_s": dict(phases.seconds)}
+        return [build.failed_row(runner.name, case, failed, report)] * len(self.contracts)
+
+    def failed_case(self, runner: Runner, case: Case, phases: PhaseTimer, e: BaseException,
+                    kept: Sequence[Any] = ()) -> list[ResultRow]:
+        """The rows of a (runner, case) that sys.exit, a BaseException or the time limit ended
+        (called from the ``except``); ``kept``: what sampling measured before, one per contract."""
+        failed = describe(e)
+        self.progress(f"{runner.name} × {case.name}: failed: {failed}")
+        report = {**_report(runner), "prepare_s": dict(phases.seconds),
+                  "traceback": traceback.format_exc(limit=8), **self._log_entry(runner.name)}
+        if kept:
+            return [build.failed_row(runner.name, case, failed, report, m) for m in kept]
         return [build.failed_row(runner.name, case, failed, report)] * len(self.contracts)
 
     def _measure_case(self, runner: Runner, case: Case, phases: PhaseTimer) -> list[ResultRow]:
