@@ -13,7 +13,7 @@ the statistics are recomputed from them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -59,6 +59,26 @@ def _check_alike(receipts: Sequence[Receipt], names: Sequence[str]) -> None:
                                  f"differs{diff}")
 
 
+def _busy(r: Receipt) -> float | None:
+    load = r.environment.get("load")
+    busy = load.get("busy_fraction") if isinstance(load, Mapping) else None
+    return float(busy) if isinstance(busy, (int, float)) else None
+
+
+def _environment(receipts: Sequence[Receipt]) -> dict[str, Any]:
+    """The first run's environment, with the busiest run's load at start as the load: a
+    comparison's conditions check (a machine busy on one side) sees a load that came during
+    any round, not only the first. Every run's busy fraction is kept in ``load_by_run``."""
+    env = dict(receipts[0].environment)
+    busy = [_busy(r) for r in receipts]
+    known = [(b, i) for i, b in enumerate(busy) if b is not None]
+    if known:
+        _, worst = max(known)
+        env["load"] = {**receipts[worst].environment["load"], "run": worst + 1, "of_runs": len(receipts)}
+        env["load_by_run"] = busy
+    return env
+
+
 def _steady(rows: Sequence[ResultRow]) -> dict[str, Any] | None:
     """An unsettled round's steady-state record (the first), else the first checked one."""
     states = [r.steady_state for r in rows if r.steady_state]
@@ -100,5 +120,6 @@ def combine(receipts: Sequence[Receipt], names: Sequence[str]) -> Receipt:
                 "combined_from": [{"receipt": n, "created_at": r.created_at,
                                    "git": r.environment.get("git")} for r, n in zip(receipts, names)]}
     return replace(first, results=rows, settings=settings, comparisons=None,
+                   environment=_environment(receipts),
                    complete=False if not all(r.is_complete for r in receipts) else first.complete,
                    interrupted=True if any(r.interrupted for r in receipts) else first.interrupted)

@@ -73,3 +73,26 @@ def test_the_cli_writes_a_receipt_that_diff_reads(two_runs: list[Path], tmp_path
     # the same rounds on both sides: no change, whatever this machine's noise flags
     d = cli.invoke(main, ["diff", str(out), str(out), "--format", "json", "--accept", "noisy,unsettled"])
     assert d.exit_code == 0, d.output
+
+
+def _at_load(r, busy: float):  # noqa: ANN001, ANN202 - a receipt with its load at start replaced
+    return replace(r, environment={**r.environment, "load": {"cores": 2, "busy_fraction": busy,
+                                                             "window_s": 0.5}})
+
+
+def test_the_busiest_run_sets_the_load_so_a_load_in_a_later_round_reaches_the_diff(
+        two_runs: list[Path], tmp_path: Path) -> None:
+    from benchbox.receipts.diff import DiffOptions, diff_receipts
+    from benchbox.receipts.io import write_receipt
+
+    a, b = (load_receipt(p) for p in two_runs)
+    quiet = combine([_at_load(a, 0.05), _at_load(b, 0.1)], ["a", "b"])
+    loaded = combine([_at_load(a, 0.05), _at_load(b, 0.95)], ["a", "b"])  # busy only in round 2
+    assert loaded.environment["load"]["busy_fraction"] == 0.95 and loaded.environment["load"]["run"] == 2
+    assert loaded.environment["load_by_run"] == [0.05, 0.95]
+    write_receipt(tmp_path / "q.json", quiet)
+    write_receipt(tmp_path / "l.json", loaded)
+    d = diff_receipts(load_receipt(tmp_path / "q.json"), load_receipt(tmp_path / "l.json"),
+                      DiffOptions(accept=frozenset({"noisy", "unsettled"})))
+    assert {r.verdict for r in d.rows} == {"unreliable"}
+    assert all("load" in r.reason for r in d.rows)
