@@ -103,10 +103,6 @@ def scenario(name: str, rep: int, tmp: Path, args: argparse.Namespace, slow_us: 
 def _interleaved(name: str, rep: int, tmp: Path, args: argparse.Namespace, slow: int) -> tuple[Path, Path]:
     """The CI recipe's design: single-round runs alternating base, head, head, base, …; each
     side's runs combined into one receipt of ``--repeats`` rounds."""
-    from benchbox.receipts import load_receipt
-    from benchbox.receipts.combine import combine
-    from benchbox.receipts.io import write_receipt
-
     per_run = max(1, args.samples // args.repeats)
     paths: dict[str, list[Path]] = {"base": [], "head": []}
     for i in range(args.repeats):
@@ -114,15 +110,22 @@ def _interleaved(name: str, rep: int, tmp: Path, args: argparse.Namespace, slow:
             out = tmp / f"{name}-{rep}-{side}-{i}.json"
             with Busy("load" in name and side == "head"):
                 paths[side].append(_run(out, args, slow if side == "head" else 0, rounds=1, samples=per_run))
-    joined = []
-    for side in ("base", "head"):
-        out = tmp / f"{name}-{rep}-{side}.json"
-        if len(paths[side]) == 1:
-            out.write_bytes(paths[side][0].read_bytes())
-        else:
-            write_receipt(out, combine([load_receipt(p) for p in paths[side]], [p.name for p in paths[side]]))
-        joined.append(out)
-    return joined[0], joined[1]
+    return _joined(paths["base"], tmp / f"{name}-{rep}-base.json"), \
+        _joined(paths["head"], tmp / f"{name}-{rep}-head.json")
+
+
+def _joined(runs: list[Path], out: Path) -> Path:
+    """One side's runs as the rounds of one receipt (``benchbox combine``), written to ``out``."""
+    from benchbox.receipts import load_receipt
+    from benchbox.receipts.combine import combine
+    from benchbox.receipts.io import write_receipt
+
+    if len(runs) == 1:
+        out.write_bytes(runs[0].read_bytes())
+    else:
+        out.unlink(missing_ok=True)
+        write_receipt(out, combine([load_receipt(p) for p in runs], [p.name for p in runs]))
+    return out
 
 
 def _judged(d: Any) -> dict[str, Any]:
@@ -135,10 +138,19 @@ def rediff(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
     from benchbox.receipts.diff import ComparisonRefused, DiffOptions, diff_files
 
     out: dict[str, Any] = {}
+    joined = Path(tempfile.mkdtemp(prefix="rediff-"))
     for name in args.scenario or SCENARIOS:
         runs = []
         for rep in range(args.reps):
             base, head = folder / f"{name}-{rep}-base.json", folder / f"{name}-{rep}-head.json"
+            per_run = {side: sorted(folder.glob(f"{name}-{rep}-{side}-[0-9]*.json"),
+                                    key=lambda p: int(p.stem.rsplit("-", 1)[1])) for side in ("base", "head")}
+            if per_run["base"] and per_run["head"]:  # interleaved: join the runs again with this benchbox
+                try:
+                    base = _joined(per_run["base"], joined / base.name)
+                    head = _joined(per_run["head"], joined / head.name)
+                except Exception:  # noqa: BLE001 - a run copied before it finished: not a pair
+                    continue
             if not (base.exists() and head.exists()):
                 continue
             try:
@@ -176,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scenario", action="append", choices=SCENARIOS, default=[])
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results-ci-false-alarms.json"))
     ap.add_argument("--rediff", type=Path, default=None, metavar="DIR",
-                    help="measure nothing: judge the receipts kept in DIR (NAME-REP-base/head.json) again")
+                    help="measure nothing: judge the receipts kept in DIR (NAME-REP-base/head.json, "
+                         "joined again from NAME-REP-SIDE-I.json where kept) again")
     args = ap.parse_args(argv)
     if args.rediff is not None:
         results = {"command": ["python", "benchmarks/ci_false_alarms.py",

@@ -92,7 +92,21 @@ def _steady(rows: Sequence[ResultRow]) -> dict[str, Any] | None:
                                                     f"{len(states)} rounds"}
 
 
-def _join_rows(rows: Sequence[ResultRow]) -> ResultRow:
+def _repeats(r: Receipt) -> int:
+    k = (r.settings or {}).get("repeats", 1)
+    return k if isinstance(k, int) and k >= 1 else 1
+
+
+def _independent_rounds(row: ResultRow, repeats: int) -> tuple[int, ...]:
+    """The row's rounds that are independent of each other: its ``round_sizes`` when its run
+    took ``--repeats`` ≥ 2, else one round of all its samples (a single pass's sub-rounds,
+    interleaved between contracts, are not independent)."""
+    if repeats > 1 and len(row.round_sizes) > 1:
+        return tuple(row.round_sizes)
+    return (len(row.samples_ns),) if row.samples_ns else ()
+
+
+def _join_rows(rows: Sequence[ResultRow], repeats: Sequence[int] = ()) -> ResultRow:
     bad = next((r for r in rows if r.status != "valid"), None)
     if bad is not None:
         i = rows.index(bad)
@@ -102,7 +116,9 @@ def _join_rows(rows: Sequence[ResultRow]) -> ResultRow:
     summary = summarize(samples)
     steady = _steady(rows)
     keep = [x for x in rows[0].reasons if x.startswith("accuracy gate")]
-    return replace(rows[0], samples_ns=samples, round_sizes=tuple(n for r in rows for n in r.round_sizes),
+    ks = list(repeats) or [1] * len(rows)
+    sizes = tuple(n for r, k in zip(rows, ks) for n in _independent_rounds(r, k))
+    return replace(rows[0], samples_ns=samples, round_sizes=sizes,
                    stages_ns=stages, summary=Summary.of(summary), steady_state=steady,
                    reasons=tuple(keep + caveats(summary, steady)), clock_cross_check=None,
                    nulls=rows[0].nulls - {"clock_cross_check"})
@@ -115,8 +131,12 @@ def combine(receipts: Sequence[Receipt], names: Sequence[str]) -> Receipt:
     _check_alike(receipts, names)
     first = receipts[0]
     by_key = [{row.key: row for row in r.results} for r in receipts]
-    rows = tuple(_join_rows([m[row.key] for m in by_key]) for row in first.results)
-    settings = {**(first.settings or {}),
+    ks = [_repeats(r) for r in receipts]
+    rows = tuple(_join_rows([m[row.key] for m in by_key], ks) for row in first.results)
+    # every run is an independent round (or K of them, for a run of --repeats K): the diff's
+    # hierarchical interval resamples them, as for one run of --repeats sum(K)
+    settings = {**(first.settings or {}), "repeats": sum(ks), "samples": sum(
+                    int((r.settings or {}).get("samples", 0) or 0) for r in receipts),
                 "combined_from": [{"receipt": n, "created_at": r.created_at,
                                    "git": r.environment.get("git")} for r, n in zip(receipts, names)]}
     return replace(first, results=rows, settings=settings, comparisons=None,

@@ -50,3 +50,10 @@ def test_the_interleaved_design_alternates_sides_and_joins_each_side_as_rounds(t
     slow = json.loads((tmp_path / "r.json").read_text())["slowdown_us"]
     assert all((runs[f"head-{i}"].task.options or {}).get("slowdown_us") == slow for i in range(3))
     assert all(not (runs[f"base-{i}"].task.options or {}).get("slowdown_us") for i in range(3))
+    # --rediff joins the kept runs again (the joined files are not needed) and judges them
+    for side in ("base", "head"):
+        (keep / f"rest+slow-0-{side}.json").unlink()
+    again = tmp_path / "again.json"
+    assert main(["--rediff", str(keep), "--reps", "1", "--scenario", "rest+slow", "--out", str(again)]) == 0
+    judged = json.loads(again.read_text())["rest+slow"]
+    assert judged["reps"] == 1 and judged["runs"][0]["exit_code"] in (0, 1, 3)

@@ -96,3 +96,32 @@ def test_the_busiest_run_sets_the_load_so_a_load_in_a_later_round_reaches_the_di
                       DiffOptions(accept=frozenset({"noisy", "unsettled"})))
     assert {r.verdict for r in d.rows} == {"unreliable"}
     assert all("load" in r.reason for r in d.rows)
+
+
+def _with_rounds(r, sizes: tuple[int, ...], repeats: int):  # noqa: ANN001, ANN202
+    rows = tuple(replace(row, round_sizes=sizes) for row in r.results)
+    return replace(r, results=rows, settings={**r.settings, "repeats": repeats})
+
+
+def test_each_run_is_an_independent_round_for_the_diff(two_runs: list[Path]) -> None:
+    """The CI recipe joins single-round runs: the diff must see one round per run, not one
+    round of all the samples (which would take the runs' spread for certainty)."""
+    from benchbox.receipts.diff import row_rounds
+
+    a, b = (load_receipt(p) for p in two_runs)
+    joined = combine([a, b], ["a", "b"])
+    assert joined.settings["repeats"] == 2
+    for row, ra, rb in zip(joined.results, a.results, b.results):
+        assert [len(x) for x in row_rounds(joined, row)] == [len(ra.samples_ns), len(rb.samples_ns)]
+
+
+def test_a_single_pass_sub_rounds_collapse_and_repeated_runs_keep_their_rounds(two_runs: list[Path]) -> None:
+    a, b = (load_receipt(p) for p in two_runs)
+    # one pass interleaved between contracts (repeats 1): its sub-rounds are not independent
+    single = combine([_with_rounds(a, (6, 6), 1), _with_rounds(b, (6, 6), 1)], ["a", "b"])
+    assert single.settings["repeats"] == 2
+    assert {row.round_sizes for row in single.results} == {(12, 12)}
+    # runs of --repeats 2: each of their rounds is independent
+    repeated = combine([_with_rounds(a, (6, 6), 2), _with_rounds(b, (6, 6), 2)], ["a", "b"])
+    assert repeated.settings["repeats"] == 4
+    assert {row.round_sizes for row in repeated.results} == {(6, 6, 6, 6)}
