@@ -50,6 +50,24 @@ def load_class(env: Mapping[str, Any]) -> str | None:
     return None
 
 
+def busy_runs(env: Mapping[str, Any]) -> tuple[int, int] | None:
+    """(runs that started busy, runs): from ``load_by_run`` for a receipt joined from several
+    runs (``benchbox combine``), else one run from its load at start (None: not recorded)."""
+    by_run = env.get("load_by_run")
+    if isinstance(by_run, list) and by_run:
+        known = [b for b in by_run if isinstance(b, (int, float))]
+        if known:
+            return sum(1 for b in known if b >= LOAD_BUSY), len(known)
+    c = load_class(env)
+    return None if c is None else (int(c == "busy"), 1)
+
+
+def _runs_text(env: Mapping[str, Any], counted: tuple[int, int]) -> str:
+    if counted[1] == 1:
+        return f"{load_class(env)} ({_load_text(env)})"
+    return f"busy at start in {counted[0]} of {counted[1]} runs"
+
+
 def _load_text(env: Mapping[str, Any]) -> str:
     load = env.get("load") if isinstance(env.get("load"), Mapping) else {}
     busy = load.get("busy_fraction")
@@ -96,9 +114,11 @@ def environment_differences(base: Receipt, head: Receipt) -> dict[str, str]:
     cpu = [f"{k} {eb.get(k)} → {eh.get(k)}" for k in ("cpu", "cpu_count") if eb.get(k) != eh.get(k)]
     if cpu:
         out["cpu"] = ", ".join(cpu)
-    lb, lh = load_class(eb), load_class(eh)
-    if lb is not None and lh is not None and lb != lh:
-        out["load"] = f"BASE {lb} ({_load_text(eb)}), HEAD {lh} ({_load_text(eh)})"
+    # the share of runs that started busy must agree: a side busy in more of its runs (a joined
+    # receipt's rounds) ran under other conditions, whatever its busiest or first run says
+    lb, lh = busy_runs(eb), busy_runs(eh)
+    if lb is not None and lh is not None and lb[0] * lh[1] != lh[0] * lb[1]:
+        out["load"] = f"BASE {_runs_text(eb, lb)}, HEAD {_runs_text(eh, lh)}"
     gpu = _gpu_changes(eb, eh)
     if gpu:
         out["gpu"] = ", ".join(gpu)

@@ -125,3 +125,24 @@ def test_a_single_pass_sub_rounds_collapse_and_repeated_runs_keep_their_rounds(t
     repeated = combine([_with_rounds(a, (6, 6), 2), _with_rounds(b, (6, 6), 2)], ["a", "b"])
     assert repeated.settings["repeats"] == 4
     assert {row.round_sizes for row in repeated.results} == {(6, 6, 6, 6)}
+
+
+def test_a_side_busy_in_more_of_its_runs_is_unreliable_even_when_both_have_a_busy_run(
+        two_runs: list[Path], tmp_path: Path) -> None:
+    """Base busy in 1 of 2 runs (a previous process still ending), head in 2 of 2 (loaded):
+    both joined receipts have a busy run, yet the conditions differ."""
+    from benchbox.receipts.diff import DiffOptions, diff_receipts
+    from benchbox.receipts.io import write_receipt
+
+    a, b = (load_receipt(p) for p in two_runs)
+    write_receipt(tmp_path / "base.json", combine([_at_load(a, 0.0), _at_load(b, 0.5)], ["a", "b"]))
+    write_receipt(tmp_path / "head.json", combine([_at_load(a, 1.0), _at_load(b, 1.0)], ["a", "b"]))
+    d = diff_receipts(load_receipt(tmp_path / "base.json"), load_receipt(tmp_path / "head.json"),
+                      DiffOptions(accept=frozenset({"noisy", "unsettled"})))
+    assert {r.verdict for r in d.rows} == {"unreliable"}
+    assert all("busy at start in 1 of 2 runs" in r.reason and "2 of 2" in r.reason for r in d.rows)
+    # the same share on both sides is the same condition
+    write_receipt(tmp_path / "head2.json", combine([_at_load(a, 0.9), _at_load(b, 0.0)], ["a", "b"]))
+    same = diff_receipts(load_receipt(tmp_path / "base.json"), load_receipt(tmp_path / "head2.json"),
+                         DiffOptions(accept=frozenset({"noisy", "unsettled"})))
+    assert not any("load" in r.reason for r in same.rows)
