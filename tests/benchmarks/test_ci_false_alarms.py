@@ -39,7 +39,9 @@ def test_the_interleaved_design_alternates_sides_and_joins_each_side_as_rounds(t
     assert rc == 0
     runs = {f"{side}-{i}": load_receipt(keep / f"rest+slow-0-{side}-{i}.json")
             for side in ("base", "head") for i in range(3)}
-    started = sorted(runs, key=lambda k: runs[k].created_at)
+    # the runs follow one another: the order their receipts were last written in is theirs
+    # (created_at has one-second resolution, too coarse for runs this short)
+    started = sorted(runs, key=lambda k: (keep / f"rest+slow-0-{k}.json").stat().st_mtime_ns)
     assert started == ["base-0", "head-0", "head-1", "base-1", "base-2", "head-2"]  # as examples/ci/bench.sh
     for side in ("base", "head"):
         joined = load_receipt(keep / f"rest+slow-0-{side}.json")
