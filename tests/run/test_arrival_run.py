@@ -33,6 +33,7 @@ def test_a_rate_given_at_run_time_is_recorded_with_its_queue(tmp_path: Path) -> 
     assert c.stages[0] == QUEUE
     row = r.results[0]
     assert row.load is not None and row.load.offered_per_s == 200.0 and row.load.samples == 40
+    assert row.load.schedule_per_s == pytest.approx(200.0, rel=1e-6)  # the schedule's own rate, stored
     assert len(row.stages_ns[QUEUE]) == len(row.samples_ns) == 40
     for k, v in enumerate(row.samples_ns):  # the region is queue + the pipeline, sample by sample
         assert v == sum(row.stages_ns[s][k] for s in c.stages)
