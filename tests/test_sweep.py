@@ -81,7 +81,7 @@ def test_the_sweep_figure_draws_the_curves_and_names_overload(swept: Path) -> No
     assert len(paths) == 10 and all(p.exists() for p in paths)
     fig = figure(label_receipts(paths, [load_receipt(p) for p in paths]), "sweep")
     texts = [t.get_text() for ax in fig.axes for t in ax.texts]
-    assert "overloaded" in texts
+    assert "stopped at bound" in texts and "util ≥ 1" not in texts
     xlabels = {ax.get_xlabel() for ax in fig.axes}
     # each axis says its scale: rates on a log axis (they span more than 8×), gaps log above 0.1 ms
     assert xlabels == {"offered load (requests/s), log scale",
@@ -90,6 +90,40 @@ def test_the_sweep_figure_draws_the_curves_and_names_overload(swept: Path) -> No
 
     out = render([swept / INDEX], swept / "sweep.png", "sweep")
     assert out.read_bytes()[:4] == b"\x89PNG"
+
+
+def _caption(fig: object) -> str:
+    return " ".join(t.get_text() for t in fig.texts)  # type: ignore[attr-defined]
+
+
+def test_the_sweep_caption_says_how_each_overloaded_point_was_found(swept: Path) -> None:
+    """A point stopped at the bound and one that ran all samples at utilisation ≥ 1 are told apart."""
+    import dataclasses
+
+    from benchbox.plots import figure, label_receipts
+
+    paths = expand_index([swept / INDEX])
+    receipts = [load_receipt(p) for p in paths]
+    fig = figure(label_receipts(paths, receipts), "sweep")
+    assert "stopped at bound': the backlog or one wait passed the declared bound" in _caption(fig)
+    assert "util ≥ 1'" not in _caption(fig)
+
+    def flagged(rec: object) -> object:  # every point ran all its samples, at a utilisation of 1.3
+        rows = []
+        for row in rec.results:  # type: ignore[attr-defined]
+            load = row.load
+            if load is not None and load.offered_per_s:
+                load = dataclasses.replace(load, overloaded=True, utilisation=1.3, max_backlog=3,
+                                           max_queue_ns=1_000_000, overload="measured utilisation 1.30 ≥ 1")
+            rows.append(dataclasses.replace(row, load=load))
+        return dataclasses.replace(rec, results=tuple(rows))
+
+    fig = figure(label_receipts(paths, [flagged(r) for r in receipts]), "sweep")
+    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert "util ≥ 1" in texts and "stopped at bound" not in texts
+    cap = _caption(fig)
+    assert "'util ≥ 1': all samples ran" in cap and "the declared bound was not reached" in cap
+    assert "'stopped at bound'" not in cap
 
 
 def test_cli_sweep_refuses_bad_input_with_one_line(tmp_path: Path) -> None:

@@ -3,8 +3,11 @@
 The receipts of a sweep (``benchbox sweep``) are the same contract under different
 arrivals. Poisson points go on a panel against the offered rate; gap points, and the
 back-to-back reference at gap 0, on a panel against the gap. A point where the offered
-rate exceeded what the runner sustains is drawn as a cross and labelled *overloaded*:
-its latency grew with the run, so it is no property of the runner at that load.
+rate exceeded what the runner sustains is drawn as a cross and labelled with how it was
+found: *stopped at bound* (the backlog or one wait passed the declared bound, so sampling
+stopped early) or *util ≥ 1* (it ran all its samples, and the measured utilisation, offered
+rate × mean service time, was at least 1). Either way its latency grew with the run, so it
+is no property of the runner at that load.
 """
 
 from __future__ import annotations
@@ -45,6 +48,34 @@ class Point:
     @property
     def overloaded(self) -> bool:
         return bool(self.row.load is not None and self.row.load.overloaded)
+
+    @property
+    def stopped_at_bound(self) -> bool:
+        """Overloaded by the declared bound (sampling stopped), not only by utilisation ≥ 1."""
+        return self.overloaded and stopped_at_bound(self.row.load)
+
+
+def stopped_at_bound(load: Any) -> bool:
+    """Whether a load record's backlog or longest wait passed its declared bound (what stops sampling)."""
+    bound = load.bound or {}
+    backlog, wait_ms = bound.get("max_backlog"), bound.get("max_queue_ms")
+    return bool((backlog is not None and (load.max_backlog or 0) > backlog)
+                or (wait_ms is not None and (load.max_queue_ns or 0) > wait_ms * 1e6))
+
+
+def overload_note(pts: Sequence[Point]) -> str:
+    """What the crosses mean, as the receipts say: stopped at the declared bound, or utilisation ≥ 1."""
+    over = [p for p in pts if p.overloaded]
+    if not over:
+        return "No point was overloaded."
+    parts = []
+    if any(p.stopped_at_bound for p in over):
+        parts.append("'stopped at bound': the backlog or one wait passed the declared bound and "
+                     "sampling stopped")
+    if not all(p.stopped_at_bound for p in over):
+        parts.append("'util ≥ 1': all samples ran and the measured utilisation (offered rate × mean "
+                     "service time) was at least 1; the declared bound was not reached")
+    return "× overloaded, the queue grew without bound: " + "; ".join(parts) + "."
 
 
 def _points(receipts: Sequence[LabelledReceipt]) -> list[Point]:
@@ -96,7 +127,8 @@ def _draw(ax: Any, pts: list[Point], unit: Any, panel: str) -> None:
                 if p.overloaded:
                     ax.plot([p.x], [y], "x", color="#c0392b", ms=11, mew=2, zorder=5)
                     if qname == "p99":
-                        ax.annotate("overloaded", (p.x, y), textcoords="offset points", xytext=(4, 6),
+                        note = "stopped at bound" if p.stopped_at_bound else "util ≥ 1"
+                        ax.annotate(note, (p.x, y), textcoords="offset points", xytext=(4, 6),
                                     fontsize=BASE_FONT - 2, color="#c0392b")
     ax.set_yscale("log")
     ax.grid(True, which="both", alpha=0.25)
@@ -137,6 +169,5 @@ def figure(receipts: Sequence[LabelledReceipt]) -> Figure:
                 ax.legend(fontsize=BASE_FONT - 2, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     title(fig, "Latency against load: p50 (solid) and p99 (dashed), 95% intervals", receipts, 1.0)
     caption(fig, "Poisson points at their offered rate; gap points at the idle gap before each call, "
-                 "back to back at 0; circles: waits slept, squares: busy-waited; × overloaded (the queue "
-                 "grew without bound: stopped at the declared bound).")
+                 "back to back at 0; circles: waits slept, squares: busy-waited; " + overload_note(pts))
     return fig
