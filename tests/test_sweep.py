@@ -147,3 +147,53 @@ def test_a_runner_s_own_relative_rates_run_with_only_its_options_and_no_foreign_
     compiled = _for_runners(cfg, ("torch-compile",))
     assert compiled.runner_options == {"torch-compile": {"mode": "default"}}
     assert compiled.baseline == "torch-compile"
+
+
+class _CountingTask(LightTask):
+    """LightTask that counts the requests it parses (every call, timed or not, parses one)."""
+
+    parsed = 0
+
+    def parse(self, request: bytes) -> object:
+        type(self).parsed += 1
+        return super().parse(request)
+
+
+def test_a_declared_settle_phase_runs_untimed_calls_before_the_reference_and_is_recorded(
+        tmp_path: Path) -> None:
+    import re
+
+    lines: list[str] = []
+    run = RunConfig(contracts=("public_task_call_poisson",), runners=("torch-eager",), cases=("a",),
+                    samples=5, warmup=2)
+    cfg = SweepConfig(run=run, out_dir=tmp_path, gaps_ms=(0.0, 1.0), settle_s=0.2)
+    _CountingTask.parsed = 0
+    sweep(cfg, lines.append, task=_CountingTask())
+    settled = [ln for ln in lines if "settled with" in ln]
+    assert len(settled) == 1, lines  # one (runner, case) in the one run: one settle, before its points
+    calls = int(re.search(r"settled with (\d+) untimed", settled[0]).group(1))  # type: ignore[union-attr]
+    assert calls >= 1 and "over 0.2 s" in settled[0]
+    # the request check at load, the example and the reference call (3), validation (2), the settle,
+    # then per point (back to back, gap 1 ms) its warm-up and samples
+    assert _CountingTask.parsed == 3 + 2 + calls + 2 * (2 + 5)
+    index = json.loads((tmp_path / INDEX).read_text())
+    assert index["settle_s"] == 0.2
+    for p in index["points"]:
+        assert load_receipt(tmp_path / p["receipt"]).settings["settle_s"] == 0.2  # type: ignore[index]
+
+
+def test_the_settle_phase_defaults_to_two_seconds_and_refuses_bad_values(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from benchbox.cli import main
+    from benchbox.sweep import DEFAULT_SETTLE_S
+
+    assert DEFAULT_SETTLE_S == 2.0 and SweepConfig(run=RunConfig(), out_dir=tmp_path).settle_s == 2.0
+    help_text = CliRunner().invoke(main, ["sweep", "--help"]).output
+    assert "--settle-s" in help_text and "default: 2.0" in help_text
+    for bad in ("-1", "nan", "inf"):
+        line = one_line_exit_2(["sweep", "--gap", "1", "--settle-s", bad, "--out-dir", str(tmp_path / "s")])
+        assert "--settle-s" in line
+    with pytest.raises(FieldError, match="one-round"):
+        RunConfig(settle_s=1.0, repeats=3, samples=30).validate()
+    assert not (tmp_path / "s" / INDEX).exists()

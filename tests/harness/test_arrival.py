@@ -98,3 +98,20 @@ def test_the_backlog_counts_arrivals_beyond_the_sampled_schedule() -> None:
     h = Harness(contract, clock=TracingClock([]), bound=LoadBound(max_backlog=50))
     m = h.measure(task, runner, task.cases()[0].request, samples=20, warmup=1)
     assert m.overloaded and "bound of 50" in m.stop_reason and len(m.samples_ns) < 20
+
+
+def test_settle_makes_untimed_back_to_back_calls_for_the_declared_time(monkeypatch: pytest.MonkeyPatch
+                                                                       ) -> None:
+    import time
+
+    from tests.harness.test_queueing import VirtualClock
+
+    clock = VirtualClock()
+    monkeypatch.setattr(time, "sleep", clock.sleep)  # the task's 2 ms sleep passes on the virtual clock
+    task = LightTask(options={"sleep_ms": 2.0})
+    runner = _prepared("torch-eager", task)
+    h = Harness(load_contract("public_task_call_wall"), clock=clock)
+    request = task.cases()[0].request
+    calls = h.settle(task, runner, request, 0.1)
+    assert 49 <= calls <= 51 and clock.now >= 100_000_000  # 0.1 s of 2 ms calls
+    assert h.settle(task, runner, request, 0.1, stop=lambda: True) == 1  # a stop ends it after one call
