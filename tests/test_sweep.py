@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -197,3 +198,66 @@ def test_the_settle_phase_defaults_to_two_seconds_and_refuses_bad_values(tmp_pat
     with pytest.raises(FieldError, match="one-round"):
         RunConfig(settle_s=1.0, repeats=3, samples=30).validate()
     assert not (tmp_path / "s" / INDEX).exists()
+
+
+def _markers_at(fig: object, x: float) -> list[tuple[str, object]]:
+    """(marker, face colour) of the single-point markers drawn at ``x``, on every panel."""
+    from matplotlib.colors import to_hex
+
+    out = []
+    for ax in fig.axes:  # type: ignore[attr-defined]
+        for line in ax.lines:
+            xs = list(line.get_xdata())
+            if len(xs) == 1 and xs[0] == x and line.get_marker() not in ("x", "None", None, ""):
+                out.append((line.get_marker(), to_hex(line.get_markerfacecolor())))
+    return out
+
+
+def test_a_flagged_point_gets_its_flag_marker_and_busy_waits_are_hollow(swept: Path) -> None:
+    """Shapes follow the other figures' flag markers (square = unsettled); idle mode is the fill."""
+    import dataclasses
+
+    from benchbox.plots import figure, label_receipts
+    from benchbox.plots._common import FLAG_MARKERS
+
+    paths = expand_index([swept / INDEX])
+
+    def with_reasons(rec: object, reasons: tuple[str, ...]) -> object:
+        """The receipt with its rows' noise/unsettled flags (as this machine gave them) replaced."""
+        rows = tuple(dataclasses.replace(r, reasons=tuple(x for x in r.reasons  # type: ignore[attr-defined]
+                                                          if not x.startswith(("noise:", "unsettled:")))
+                                         + reasons) for r in rec.results)  # type: ignore[attr-defined]
+        return dataclasses.replace(rec, results=rows)
+
+    receipts = [with_reasons(load_receipt(p), ()) for p in paths]
+
+    plain = figure(label_receipts(paths, receipts), "sweep")
+    assert {m for m, _ in _markers_at(plain, 100.0)} == {FLAG_MARKERS[()]}
+    flagged = [with_reasons(r, ("unsettled: first and second halves' medians differ by 9%",))
+               if r.contract.arrival is not None and r.contract.arrival.rate_per_s == 100.0 else r
+               for r in receipts]
+    fig = figure(label_receipts(paths, flagged), "sweep")
+    marks = _markers_at(fig, 100.0)
+    assert marks and {m for m, _ in marks} == {FLAG_MARKERS[("unsettled",)]} != {FLAG_MARKERS[()]}
+    legend = [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+    assert any(t.startswith("unsettled") for t in legend)
+    # the y axes carry labelled 2× and 5× ticks between the decades
+    fig.canvas.draw()
+    ax = next(a for a in fig.axes if a.lines)
+    lo, hi = ax.get_ylim()
+    ticks = [float(t) for t in ax.yaxis.get_majorticklocs() if lo <= t <= hi]
+    mantissas = {round(t / 10 ** math.floor(math.log10(t)), 6) for t in ticks}
+    assert ax.get_yscale() == "log" and {2.0, 5.0} & mantissas, ticks
+    assert all(t.get_text() for t in ax.get_yticklabels() if lo <= t.get_position()[1] <= hi)
+
+
+def test_busy_waited_points_are_hollow_and_slept_ones_filled(tmp_path: Path) -> None:
+    from benchbox.plots import figure, label_receipts
+
+    run = RunConfig(contracts=("model_io_wall",), runners=("torch-eager",), cases=("a",), samples=5, warmup=1)
+    sweep(SweepConfig(run=run, out_dir=tmp_path, gaps_ms=(0.5,), idles=("sleep", "busy"), settle_s=0.0),
+          task=LightTask())
+    paths = expand_index([tmp_path / INDEX])
+    fig = figure(label_receipts(paths, [load_receipt(p) for p in paths]), "sweep")
+    faces = {face for _, face in _markers_at(fig, 0.5)}
+    assert "#ffffff" in faces and len(faces) == 2  # one hollow series (busy), one filled (sleep)
