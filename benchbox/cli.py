@@ -38,7 +38,7 @@ FLAGS: dict[str, dict[str, str]] = {
               "threads": "--threads", "warmup": "--warmup", "samples": "--samples",
               "runner_options": "--runner-option", "task_options": "--task-option", "labels": "--label",
               "max_backlog": "--max-backlog", "max_queue_ms": "--max-queue", "gaps_ms": "--gap",
-              "rates": "--rate", "idles": "--idle"},
+              "rates": "--rate", "idles": "--idle", "settle_s": "--settle-s"},
 }
 
 
@@ -392,6 +392,11 @@ def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_:
               help="How waits are spent (repeatable: every point under each); default sleep.")
 @_config_option("--max-backlog", "max_backlog", type=int)
 @_config_option("--max-queue", "max_queue_ms", type=float, metavar="MS")
+@click.option("--settle-s", "settle_s", type=float, default=2.0, show_default=True,
+              metavar="SECONDS", help="Untimed back-to-back calls for this long before each runner's "
+                                      "first point (after its compile), so the back-to-back reference "
+                                      "is not taken on a device coming up from idle clocks; recorded in "
+                                      "sweep.json and each receipt's settings (0: none).")
 @click.option("--runner-option", multiple=True, help="RUNNER:KEY=VALUE for any runner (repeatable).")
 @click.option("--task-option", multiple=True, help="KEY=VALUE passed to the task (repeatable).")
 @click.option("--label", multiple=True, metavar="KEY=VALUE",
@@ -401,7 +406,7 @@ def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_:
 def sweep(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_: tuple[str, ...],
           cases_: tuple[str, ...], device: str, threads: int | None, warmup: int, samples: int,
           gaps: tuple[str, ...], rates: tuple[str, ...], idles: tuple[str, ...], max_backlog: int,
-          max_queue_ms: float, runner_option: tuple[str, ...], task_option: tuple[str, ...],
+          max_queue_ms: float, settle_s: float, runner_option: tuple[str, ...], task_option: tuple[str, ...],
           label: tuple[str, ...], out_dir: Path) -> None:
     """Measure latency against load: back to back, then under each gap and each rate."""
     from benchbox.run import DEFAULT_RUNNERS, RunConfig
@@ -418,7 +423,7 @@ def sweep(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners
         command=tuple(["benchbox", *sys.argv[1:]]))
     gaps_ms = tuple(float(g) for g in (_gap_ms(raw) for raw in gaps) if g is not None)
     cfg = SweepConfig(run=run_cfg, out_dir=out_dir, gaps_ms=gaps_ms, rates=tuple(rates),
-                      idles=tuple(idles) or ("sleep",))
+                      idles=tuple(idles) or ("sleep",), settle_s=settle_s)
     outcome = do_sweep(cfg, progress=lambda s: _echo(s, err=True))
     for r, t in outcome.throughput_per_s.items():
         _echo(f"{r}: back-to-back throughput {t:,.0f} calls/s")

@@ -6,8 +6,11 @@ rate, each spent sleeping or busy as asked, in one run. Rates are requests per s
 fractions of the runner's own back-to-back throughput (``0.3x``): those points are
 measured afterwards, in one run per runner, since each runner has its own throughput. Each point is the base
 contract under that arrival, so its hash says which arrival it was; the runners are
-prepared once per run, and the points of a run share the preparation. The index
-(``sweep.json``) lists every point and its receipt, and is written after every run.
+prepared once per run, and the points of a run share the preparation. Before the first
+point of each (runner, case) in a run, a declared settle phase (``settle_s``, default
+2 s) of untimed back-to-back calls lets a GPU or CPU come up from its idle clocks after the
+compile, so the reference is not measured on a cold device. The index (``sweep.json``)
+lists every point and its receipt, and the settle, and is written after every run.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from benchbox.run.config import RunConfig
 
 INDEX = "sweep.json"
 INDEX_KIND = "benchbox-sweep"
+#: seconds of untimed back-to-back calls before each run's first point (per runner and case)
+DEFAULT_SETTLE_S = 2.0
 
 Progress = Callable[[str], None]
 
@@ -70,6 +75,8 @@ class SweepConfig:
     #: requests per second ("50") or fractions of back-to-back throughput ("0.3x")
     rates: tuple[str, ...] = ()
     idles: tuple[str, ...] = ("sleep",)
+    #: untimed back-to-back calls before each (runner, case)'s first point, in seconds
+    settle_s: float = DEFAULT_SETTLE_S
 
     def points(self) -> list[Point]:
         """Every gap and rate under every idle mode, in the order given (a gap of 0 is back to back)."""
@@ -192,7 +199,8 @@ def _for_runners(cfg: RunConfig, runners: tuple[str, ...]) -> RunConfig:
 def _checked(cfg: SweepConfig) -> tuple[list[Point], RunConfig, list[Contract], Path]:
     """The points, the run's configuration without a run-time arrival, the contracts, the folder."""
     points = cfg.points()
-    base_cfg = dataclasses.replace(cfg.run, gap_ms=None, rate_per_s=None, idle=None, out=None)
+    base_cfg = dataclasses.replace(cfg.run, gap_ms=None, rate_per_s=None, idle=None, out=None,
+                                   settle_s=cfg.settle_s)
     base_cfg.validate()
     if any(p.fraction is not None for p in points) and len(base_cfg.cases) != 1:
         raise FieldError("cases", "rates as fractions of the back-to-back throughput need exactly one case")
@@ -222,7 +230,8 @@ def _write_index(outcome: SweepOutcome, cfg: SweepConfig, contracts: Sequence[Co
 
     doc = {"kind": INDEX_KIND, "written_at": now_iso(), "command": list(cfg.run.command),
            "contracts": [c.name for c in contracts], "gaps_ms": list(cfg.gaps_ms), "rates": list(cfg.rates),
-           "idles": list(cfg.idles), "overload_bound": cfg.run.load_bound().describe(),
+           "idles": list(cfg.idles), "settle_s": cfg.settle_s,
+           "overload_bound": cfg.run.load_bound().describe(),
            "throughput_per_s": outcome.throughput_per_s, "points": entries}
     tmp = outcome.index.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(doc, indent=1) + "\n")

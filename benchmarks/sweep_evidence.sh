@@ -20,6 +20,8 @@
 #   DEVICE=cuda  SIZES="tiny large"  RUNNERS="torch-eager torch-compile"  CASE=invoice
 #   GAPS="0 0.2 1 5 20" (ms)  RATES="0.3x 0.6x 0.9x 1.2x"  IDLES="sleep busy"
 #   TINY_SAMPLES=300 LARGE_SAMPLES=150 SAMPLES=300 (the gap/ steps)  WARMUP=20
+#     (a p99 with a two-sided 95% interval needs ≥ 368 samples: give 400 and raise the time limits)
+#   SETTLE_S=2 (untimed back-to-back calls before each runner's first point, after its compile)
 #   COMPILE_MODE=default (max-autotune compiles far longer)
 #   TINY_S=110 LARGE_S=150 GAP_S=50 CPU_GAP_S=45  (time limits per step, seconds)
 # A Poisson point takes samples / (fraction × throughput): low fractions of a slow size cost most.
@@ -39,6 +41,7 @@ DEVICE=${DEVICE:-cuda}
 CASE=${CASE:-invoice}
 SAMPLES=${SAMPLES:-300}
 WARMUP=${WARMUP:-20}
+SETTLE=${SETTLE_S:-2}
 MODE=${COMPILE_MODE:-default}
 
 repeat() {  # repeat FLAG VALUES...: FLAG V1 FLAG V2 ...
@@ -62,7 +65,7 @@ for size in ${SIZES:-tiny large}; do
   dir="$OUT/load/$size"
   mkdir -p "$dir"
   timeout -s INT -k 20 "$limit" "$PY" -m benchbox sweep --device "$DEVICE" --size "$size" --dtype "$dtype" \
-    "${runners[@]}" --case "$CASE" --samples "$n" --warmup "$WARMUP" \
+    "${runners[@]}" --case "$CASE" --samples "$n" --warmup "$WARMUP" --settle-s "$SETTLE" \
     --contract public_task_call_poisson --contract model_io_wall \
     "${gaps[@]}" "${rates[@]}" "${idles[@]}" \
     "${compile_opts[@]}" --out-dir "$dir" > "$dir/sweep.log" 2>&1
@@ -76,6 +79,7 @@ for dev in ${GAP_DEVICES:-$DEVICE cpu}; do
   mkdir -p "$dir"
   timeout -s INT -k 20 "$limit" "$PY" -m benchbox sweep --device "$dev" \
     --task benchmarks.linear_task:make_task --case x0 --runner torch-eager --samples "$SAMPLES" --warmup "$WARMUP" \
+    --settle-s "$SETTLE" \
     --contract public_task_call_wall --contract model_io_wall --contract device_compute \
     "${gaps[@]}" "${idles[@]}" --out-dir "$dir" > "$dir/sweep.log" 2>&1
   echo "gap/$dev exit $? after $(( $(date +%s) - start )) s"

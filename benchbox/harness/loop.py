@@ -103,6 +103,18 @@ class Harness:
         ans = task.answer(reduced, req)
         return CallTrace(outputs=outputs, reduced=reduced, answer=ans, response=task.serialize(ans))
 
+    def settle(self, task: Task, runner: Runner, request: bytes, seconds: float,
+               stop: Callable[[], bool] = lambda: False) -> int:
+        """Untimed back-to-back calls for ``seconds`` (at least one), so that clocks and caches
+        come up from idle before anything is timed; stops early when ``stop()`` says so.
+        The clock is read between calls only, to know when the time is up. Returns the calls made."""
+        end = self.clock() + int(round(seconds * 1e9))
+        calls = 0
+        while calls == 0 or (not stop() and self.clock() < end):
+            self.call(task, runner, request)
+            calls += 1
+        return calls
+
     def _hooks(self, runner: Runner, events: DeviceEvents | None
                ) -> tuple[list[Callable[[], None] | None], list[Callable[[], None] | None]]:
         """Actions at each of the 9 boundaries: before the stamp (closing) and after (opening)."""

@@ -109,18 +109,24 @@ class Row:
     @property
     def flags(self) -> tuple[str, ...]:
         """``noisy`` and/or ``unsettled``, from the row's reasons (as the receipt store counts them)."""
-        out = []
-        if any(r.startswith("noise:") for r in self.reasons):
-            out.append("noisy")
-        if any(r.startswith("unsettled:") for r in self.reasons):
-            out.append("unsettled")
-        return tuple(out)
+        return reason_flags(self.reasons)
 
     def status_note(self) -> str:
         """'invalid: accuracy gate prob_max_abs' / 'failed: <reason>' / ''."""
         if self.valid:
             return ""
         return f"{self.status}: {short_reason(self.reasons)}"
+
+
+def reason_flags(reasons: Iterable[str]) -> tuple[str, ...]:
+    """``noisy`` and/or ``unsettled``, from a row's reasons."""
+    reasons = list(reasons)
+    out = []
+    if any(r.startswith("noise:") for r in reasons):
+        out.append("noisy")
+    if any(r.startswith("unsettled:") for r in reasons):
+        out.append("unsettled")
+    return tuple(out)
 
 
 #: the marker of a point by its row's flags: a plain circle for a clean row

@@ -240,7 +240,9 @@ class LoadRecord(_Base):
 
     arrival: dict[str, Any] = required()
     samples: Count = required()
-    offered_per_s: float | None = spec(omit_none=True)
+    offered_per_s: float | None = spec(omit_none=True, description="the declared (nominal) rate")
+    schedule_per_s: float | None = spec(omit_none=True, description="the seeded schedule's own rate: its "
+                                        "requests / its last scheduled arrival")
     achieved_per_s: float | None = spec(omit_none=True)
     mean_service_ns: Ns | None = spec(omit_none=True, description="mean of the pipeline stages' sum")
     utilisation: float | None = spec(omit_none=True, description="offered rate × mean service time")

@@ -83,6 +83,10 @@ class RunConfig:
                                                     "once more requests than this are due but not started.")
     max_queue_ms: float = _f(DEFAULT_MAX_QUEUE_MS, help="Poisson arrivals: declare the point overloaded and "
                                                         "stop once a request waited longer than this (ms).")
+    settle_s: float = _f(0.0, help="Seconds of untimed back-to-back calls before each (runner, case)'s "
+                                   "warm-up and samples, after validation, so a GPU or CPU coming up from "
+                                   "idle clocks settles first (0: none; one-round runs only); recorded "
+                                   "in the receipt's settings.")
     case_time_limit_s: float = _f(DEFAULT_CASE_TIME_LIMIT_S, help="Most seconds one (runner, case) may "
                                   "take — validation calls, warm-up and samples — and one case's reference "
                                   "call; past it the case becomes a failed row (0: no limit). Python code "
@@ -162,6 +166,13 @@ class RunConfig:
                 or limit < 0:
             raise FieldError("case_time_limit_s", f"must be a finite number of seconds ≥ 0 (0: no limit), "
                                                   f"got {limit!r}")
+        settle = self.settle_s
+        if isinstance(settle, bool) or not isinstance(settle, (int, float)) or not math.isfinite(settle) \
+                or settle < 0:
+            raise FieldError("settle_s", f"must be a finite number of seconds ≥ 0, got {settle!r}")
+        if settle and self.repeats > 1:
+            raise FieldError("settle_s", "a settle phase takes one-round runs; rounds each have their own "
+                                         "warm-up (drop --repeats or the settle)")
         if self.repeats < 1:
             raise FieldError("repeats", f"must be ≥ 1, got {self.repeats}")
         if self.repeats > 1 and self.target_ci is not None:

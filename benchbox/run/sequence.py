@@ -256,6 +256,8 @@ class _Run:
             "sampling": self.policy.describe(), "runners": list(cfg.runners), "baseline": self.baseline,
             "gates": self.task.gate_thresholds(), "contracts_in_run": [c.name for c in self.contracts],
             "case_time_limit_s": cfg.case_time_limit_s}
+        if cfg.settle_s:
+            settings["settle_s"] = cfg.settle_s
         if cfg.labels:
             settings["labels"] = dict(cfg.labels)
         if any(c.arrival.open_loop for c in self.contracts):
@@ -393,6 +395,8 @@ class _Run:
     def _measure_case(self, runner: Runner, case: Case, phases: PhaseTimer) -> list[ResultRow]:
         """Validate once (two untimed calls, outside every timed region), then sample every contract."""
         failed, gates = self._validate(runner, case, phases)
+        if failed is None:
+            failed = self._settle(runner, case, phases)
         if failed is not None:
             return failed
         self.reporter.phase("sample", runner.name, case.name)
@@ -415,6 +419,24 @@ class _Run:
                       "traceback": traceback.format_exc(limit=8), **self._log_entry(runner.name)}
             return [build.failed_row(runner.name, case, error_line(e), report)] * n, None
         return None, gates
+
+    def _settle(self, runner: Runner, case: Case, phases: PhaseTimer) -> list[ResultRow] | None:
+        """The declared settle phase (cfg.settle_s of untimed back-to-back calls); failed rows or None."""
+        seconds = self.cfg.settle_s
+        if not seconds:
+            return None
+        label = f"{runner.name} × {case.name}"
+        try:
+            with self.log.capture(f"{label}: settle", runner.name):
+                calls = self.harnesses[0].settle(self.task, runner, case.request, seconds,
+                                                 stop=lambda: self.stop.requested)
+        except Exception as e:
+            report = {**_report(runner), "prepare_s": dict(phases.seconds),
+                      "traceback": traceback.format_exc(limit=8), **self._log_entry(runner.name)}
+            return [build.failed_row(runner.name, case, f"settle call failed: {error_line(e)}", report)
+                    ] * len(self.contracts)
+        self.progress(f"{label}: settled with {calls} untimed back-to-back call(s) over {seconds:g} s")
+        return None
 
     def _rows(self, runner: Runner, case: Case, phases: PhaseTimer, gates: Any,
               results: Sequence[Any]) -> list[ResultRow]:

@@ -8,7 +8,7 @@ import pytest
 from benchbox.contracts import load_contract
 from benchbox.errors import FieldError, UsageError
 from benchbox.harness import Harness
-from benchbox.harness.arrival import LoadBound, poisson_offsets, wait_until
+from benchbox.harness.arrival import LoadBound, poisson_offsets, schedule_rate, wait_until
 from tests.harness.test_accounting import LightTask, TracingClock, _prepared
 
 
@@ -19,6 +19,27 @@ def test_the_schedule_is_seeded_and_has_the_declared_rate() -> None:
     assert (gaps >= 0).all()
     assert abs(gaps.mean() / 1e6 - 1.0) < 0.03  # mean inter-arrival 1 ms at 1000/s
     assert abs(np.std(gaps) / np.mean(gaps) - 1.0) < 0.05  # exponential: cv 1
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7, 12345])
+@pytest.mark.parametrize("n", [20, 150, 300, 2000])
+@pytest.mark.parametrize("rate", [37.5, 400.0, 25_000.0])
+def test_the_schedule_offers_the_nominal_rate_whatever_the_seed_and_length(seed: int, n: int, rate: float
+                                                                           ) -> None:
+    """The offered rate a receipt states is the rate the requests arrive at: n / last arrival."""
+    a = poisson_offsets(rate, n, seed)
+    assert len(a) == n and (np.diff(a) >= 0).all() and a[0] > 0
+    assert n * 1e9 / a[-1] == pytest.approx(rate, rel=0.01)
+    assert schedule_rate(a) == pytest.approx(rate, rel=0.01)
+
+
+def test_the_conditioned_schedule_keeps_uniform_arrivals_and_exponential_gaps() -> None:
+    """Conditioned on the last arrival, the earlier ones are uniform on [0, T]: still Poisson."""
+    a = poisson_offsets(1000.0, 20_000, seed=3).astype(np.float64)
+    u = a[:-1] / a[-1]
+    assert abs(u.mean() - 0.5) < 0.01 and abs(u.var() - 1 / 12) < 0.005
+    gaps = np.diff(np.concatenate([[0.0], a]))
+    assert abs(np.std(gaps) / np.mean(gaps) - 1.0) < 0.05
 
 
 @pytest.mark.parametrize("idle", ["sleep", "busy"])
@@ -77,3 +98,20 @@ def test_the_backlog_counts_arrivals_beyond_the_sampled_schedule() -> None:
     h = Harness(contract, clock=TracingClock([]), bound=LoadBound(max_backlog=50))
     m = h.measure(task, runner, task.cases()[0].request, samples=20, warmup=1)
     assert m.overloaded and "bound of 50" in m.stop_reason and len(m.samples_ns) < 20
+
+
+def test_settle_makes_untimed_back_to_back_calls_for_the_declared_time(monkeypatch: pytest.MonkeyPatch
+                                                                       ) -> None:
+    import time
+
+    from tests.harness.test_queueing import VirtualClock
+
+    clock = VirtualClock()
+    monkeypatch.setattr(time, "sleep", clock.sleep)  # the task's 2 ms sleep passes on the virtual clock
+    task = LightTask(options={"sleep_ms": 2.0})
+    runner = _prepared("torch-eager", task)
+    h = Harness(load_contract("public_task_call_wall"), clock=clock)
+    request = task.cases()[0].request
+    calls = h.settle(task, runner, request, 0.1)
+    assert 49 <= calls <= 51 and clock.now >= 100_000_000  # 0.1 s of 2 ms calls
+    assert h.settle(task, runner, request, 0.1, stop=lambda: True) == 1  # a stop ends it after one call

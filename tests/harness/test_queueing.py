@@ -10,8 +10,9 @@ Two versions:
   sleep and the harness's own clock reads declare (each read costs 100 ns of virtual time),
   so the server is exactly deterministic and always on time. This mocks what a shared,
   loaded machine cannot give, and checks what the harness does with the schedule: when it
-  starts each call, and how it accounts the wait. 20 000 requests per utilisation keep the
-  seeded schedule's own sampling error (≤ 3% for this seed) well within the tolerance.
+  starts each call, and how it accounts the wait. The schedule offers exactly the nominal
+  rate (it is conditioned on its last arrival), and 20 000 requests per utilisation keep the
+  queue's own sampling error (within 1.5% for this seed) well inside the tolerance.
 - with the real clock and a real 2 ms sleep (slow). M/D/1 assumes the server starts a
   request the moment it arrives at an idle server; the harness busy-waits for arrivals, but
   on a machine with more runnable work than cores the operating system still runs it late

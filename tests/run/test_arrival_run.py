@@ -33,6 +33,7 @@ def test_a_rate_given_at_run_time_is_recorded_with_its_queue(tmp_path: Path) -> 
     assert c.stages[0] == QUEUE
     row = r.results[0]
     assert row.load is not None and row.load.offered_per_s == 200.0 and row.load.samples == 40
+    assert row.load.schedule_per_s == pytest.approx(200.0, rel=1e-6)  # the schedule's own rate, stored
     assert len(row.stages_ns[QUEUE]) == len(row.samples_ns) == 40
     for k, v in enumerate(row.samples_ns):  # the region is queue + the pipeline, sample by sample
         assert v == sum(row.stages_ns[s][k] for s in c.stages)
@@ -84,3 +85,31 @@ def test_stage_figure_and_export_attribute_the_queue(tmp_path: Path) -> None:
     assert head[head.index("region_ns") + 1] == "queue_ns"
     first = dict(zip(head, csv[1].split(",")))
     assert int(first["queue_ns"]) == r.results[0].stages_ns[QUEUE][0]
+
+
+def test_the_diff_names_queue_as_the_stage_that_moved(tmp_path: Path) -> None:
+    """A head whose requests waited 3 ms longer each (same calls, same contract): the diff's stage
+    explanation names ``queue``. The head is the base receipt with that wait added, since a real
+    run cannot move the queue alone."""
+    import dataclasses
+
+    base = load_receipt(_run(tmp_path, "q", rate_per_s=200.0))
+    wait = 3_000_000
+
+    def waited(row: object) -> object:
+        stages = dict(row.stages_ns)  # type: ignore[attr-defined]
+        stages[QUEUE] = tuple(q + wait for q in stages[QUEUE])
+        return dataclasses.replace(row, stages_ns=stages,
+                                   samples_ns=tuple(v + wait for v in row.samples_ns))  # type: ignore
+
+    pub = next(i for i, r in enumerate(base.results) if r.runner == "torch-eager")
+    head = dataclasses.replace(base, results=tuple(waited(r) if i == pub else r
+                                                   for i, r in enumerate(base.results)))
+    from benchbox.receipts.diff import DiffOptions
+
+    # Poisson waits spread the region (a queue of 0 to a few calls): a noisy or unsettled row is accepted
+    opts = DiffOptions(accept=frozenset({"noisy", "unsettled"}))
+    row = next(r for r in diff(base, head, opts).rows if r.runner == "torch-eager")
+    assert row.verdict == "slower", row
+    assert row.explanation[0][0] == QUEUE and 2.5e6 < row.explanation[0][1] < 3.5e6
+    assert row.explain().startswith("queue +")
