@@ -819,8 +819,7 @@ class TensorRTRunner(TorchRunner):
             self._set_engine_layers(None, None)
             report = dict(net)
         self.facts["engine_report"] = {**report, "engine_bytes": len(engine),
-                                       "engine_sha256": hashlib.sha256(engine).hexdigest(),
-                                       "unsupported_nodes": []}
+                                       "engine_sha256": hashlib.sha256(engine).hexdigest()}
         self.facts["builder_log"] = log.messages
         return engine
 
@@ -955,8 +954,7 @@ class TensorRTRunner(TorchRunner):
             built["inspector_error"] = _error_line(e)
             return
         self.facts["engine_report"] = {**rep, "engine_bytes": built["engine_bytes"],
-                                       "engine_sha256": built["engine_sha256"],
-                                       "unsupported_nodes": built["unsupported_nodes"]}
+                                       "engine_sha256": built["engine_sha256"]}
         self._set_engine_layers(rep["layers"], "engine_inspector")
         facts: dict[str, Any] = {}
         for attr in ("device_memory_size_v2", "num_optimization_profiles", "num_layers"):
