@@ -234,6 +234,16 @@ def keep_log_line(msg: str) -> bool:
     return msg.startswith(("[MemUsage", "Disabling unused tactic source")) or bool(_TOTAL.match(msg))
 
 
+def log_filter_version() -> str:
+    """A hash of what ``keep_log_line`` keeps: builder log lines kept under another filter
+    (an engine cache entry written by other code) cannot be parsed as this one's."""
+    import hashlib
+    import inspect
+
+    text = inspect.getsource(keep_log_line) + _TOTAL.pattern
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def build_log_facts(lines: Iterable[str]) -> dict[str, Any]:
     """Build memory and tactic sources as the builder logged them (its own accounting).
 

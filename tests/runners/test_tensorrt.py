@@ -245,6 +245,55 @@ def test_second_build_hits_the_export_and_engine_caches(task: Any, built: dict[s
     assert a["build"]["memory"] == b["build"]["memory"]
 
 
+def test_a_cached_build_reparses_the_builders_own_text(task: Any, exported: OnnxExport, built: dict[str, Any],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    side = json.loads(Path(built["runner"].facts["build"]["cache"]["path"]).with_suffix(".json").read_text())
+    # the side file keeps what the builder logged, not what this code made of it
+    assert side["layer_listing"].startswith("Layers:") and "I/O Tensors:" in side["layer_listing"]
+    assert any(line.startswith("Total Weights Memory") for line in side["build_log_lines"])
+    assert side["log_filter"] == tr.log_filter_version()
+    # a changed parser (here: one that marks what it parsed) reaches an engine from the cache
+    parse_listing, log_facts = tr.parse_layer_listing, tr.build_log_facts
+
+    def marked_listing(text: str) -> dict[str, Any]:
+        out = parse_listing(text)
+        return {**out, "layers": [{**layer, "type": "MARKED"} for layer in out["layers"]]}
+
+    def marked_log(lines: Any) -> dict[str, Any]:
+        out = log_facts(lines)
+        return {**out, "memory": {**out["memory"], "marked": True}}
+
+    monkeypatch.setattr(tr, "parse_layer_listing", marked_listing)
+    monkeypatch.setattr(tr, "build_log_facts", marked_log)
+    again = TensorRTRunner("cpu", {"cache_dir": str(built["cache"]), "compute_capabilities": "8.9"})
+    again.build(task, example_inputs(task), PhaseTimer(), exported=exported)
+    assert again.facts["build"]["cache"]["hit"] is True
+    er = again.facts["engine_report"]
+    assert er["layer_types"] == {"MARKED": built["runner"].facts["engine_report"]["num_layers"]}
+    assert again.facts["build"]["memory"]["marked"] is True
+
+
+def test_an_engine_cache_entry_of_another_side_format_is_rebuilt(
+        task: Any, exported: OnnxExport, built: dict[str, Any], tmp_path: Path) -> None:
+    engines = tmp_path / "engines"
+    engines.mkdir()
+    first = Path(built["runner"].facts["build"]["cache"]["path"])
+    (engines / first.name).write_bytes(first.read_bytes())
+    old = json.loads(first.with_suffix(".json").read_text())
+    # the earlier format: layers and log facts already parsed, no builder text
+    stale = {"engine_sha256": old["engine_sha256"], "engine_layers": [], "engine_io": None,
+             "build_log": {"memory": {}, "unused_tactic_sources": []}, "build_messages": []}
+    (engines / first.with_suffix(".json").name).write_text(json.dumps(stale))
+    runner = TensorRTRunner("cpu", {"cache_dir": str(tmp_path), "compute_capabilities": "8.9"})
+    phases = PhaseTimer()
+    runner.build(task, example_inputs(task), phases, exported=exported)
+    cache = runner.facts["build"]["cache"]
+    assert cache["hit"] is False and "another format" in cache["rebuilt"]
+    assert {"engine_cache_load", "build"} <= set(phases.seconds)
+    assert runner.facts["engine_report"]["source"] == "builder_log"
+    assert "layer_listing" in json.loads((engines / first.with_suffix(".json").name).read_text())
+
+
 def test_another_compute_capability_is_another_cache_entry(task: Any, exported: OnnxExport,
                                                            built: dict[str, Any]) -> None:
     other = TensorRTRunner("cpu", {"cache_dir": str(built["cache"]), "compute_capabilities": "8.6"})
