@@ -93,6 +93,9 @@ def layer_record(entry: dict[str, Any]) -> dict[str, Any]:
         rec["tactic"] = str(tactic)[:_MAX_TEXT]
     if entry.get("Origin") is not None:
         rec["origin"] = str(entry["Origin"])
+    ptype = entry.get("ParameterType")
+    if ptype is not None and ptype != entry.get("LayerType"):
+        rec["parameter_type"] = str(ptype)  # NVIDIA's TREx reads a layer's type from here first
     if meta:
         rec["metadata"] = str(meta).replace("\x1f", " ")[:_MAX_TEXT]
     unparsed = [_raw_type(t) for t, p in zip(_as_list(entry.get("Outputs")), outs) if p is None]
@@ -191,7 +194,7 @@ def parse_layer_listing(text: str) -> dict[str, Any]:
             entry: dict[str, Any] = {"Name": f.get("Name", ""), "LayerType": f.get("LayerType"),
                                      "Inputs": _tensor_list(f.get("Inputs", "")),
                                      "Outputs": _tensor_list(f.get("Outputs", ""))}
-            for k in ("TacticName", "TacticValue", "Metadata", "Origin"):
+            for k in ("TacticName", "TacticValue", "Metadata", "Origin", "ParameterType"):
                 if k in f:
                     entry[k] = f[k]
             layers.append(layer_record(entry))
@@ -318,7 +321,9 @@ def is_reformat(layer: dict[str, Any]) -> bool:
 
 
 def is_plugin(layer: dict[str, Any]) -> bool:
-    return "plugin" in str(layer.get("type") or "").lower()
+    """A plugin layer (``PluginV2``, ``PluginV3``, or the network's ``PLUGIN_V2``/``PLUGIN_V3``),
+    by its layer type or its parameter type."""
+    return any("plugin" in str(layer.get(k) or "").lower() for k in ("type", "parameter_type"))
 
 
 def _transition(layer: dict[str, Any]) -> str:

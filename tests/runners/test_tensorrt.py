@@ -26,6 +26,7 @@ trt = pytest.importorskip(
 
 from benchbox.contracts import Policy  # noqa: E402
 from benchbox.errors import UsageError  # noqa: E402
+from benchbox.fallbacks import probable_causes  # noqa: E402
 from benchbox.harness import PhaseTimer  # noqa: E402
 from benchbox.runners import availability, runner_class  # noqa: E402
 from benchbox.runners import tensorrt as trt_runner  # noqa: E402
@@ -750,6 +751,33 @@ TREX_A100_FP16 = """{"Layers": [{
   "TacticValue": "0xe2222883a6602489"
 }]}"""  # noqa: E501
 
+#: A plugin layer as the engine inspector lists it. The type string is the one NVIDIA's TensorRT Engine
+#: Explorer knows for plugin layers (NVIDIA/TensorRT, tools/experimental/trt-engine-explorer/trex/colors.py,
+#: ``layer_colormap["PluginV2"]``; TREx reads a layer's type from ``ParameterType``, else ``LayerType``:
+#: trex/layer.py). The other fields have the shape of NVIDIA's example engine above (same keys, tensors with
+#: ``Format/Datatype``); no NVIDIA sample engine with a plugin layer was found, so the name, dimensions and
+#: formats are illustrative (a GELU plugin of NVIDIA/TensorRT's plugin/geluPlugin between FP16 layers).
+TREX_PLUGIN_LAYER = """{
+  "Name": "gelu_0",
+  "LayerType": "PluginV2",
+  "Inputs": [
+  {
+    "Name": "onnx::Gelu_101",
+    "Location": "Device",
+    "Dimensions": [32,128,768],
+    "Format/Datatype": "Row major linear FP16 format"
+  }],
+  "Outputs": [
+  {
+    "Name": "onnx::MatMul_102",
+    "Location": "Device",
+    "Dimensions": [32,128,768],
+    "Format/Datatype": "Row major linear FP16 format"
+  }],
+  "ParameterType": "PluginV2",
+  "TacticValue": "0x0000000000000000"
+}"""
+
 #: Recorded from the VERBOSE ``Layers:`` listing TensorRT for RTX 1.7.1.116 logged while building the
 #: tiny bfloat16 task on this machine (newer releases print ``Datatype`` apart from ``Format``).
 RTX_LISTING = """Layers:
@@ -803,6 +831,32 @@ def test_inspector_json_of_nvidias_example_engine() -> None:
                                "Outputs": [{"Format/Datatype": "N/A due to dynamic shapes"}]})
     assert unknown["precision"] is None and unknown["unparsed_output_types"] == [
         "{'Format/Datatype': 'N/A due to dynamic shapes'}"]
+
+
+def test_a_plugin_layer_of_the_inspector_is_a_plugin_fallback_in_the_torch_compile_shape() -> None:
+    info = json.loads(TREX_A100_FP16)
+    info["Layers"].append(json.loads(TREX_PLUGIN_LAYER))
+    layers = tr.inspector_layers(info)
+    assert layers[2]["type"] == "PluginV2" and layers[2]["precision"] == "FP16"
+    assert tr.summarize_layers(layers)["plugin_layers"] == ["gelu_0"]
+    fb = tr.fallback_entries(model_dtype="float16", network_layers=[], engine_layers=layers,
+                             engine_source="engine_inspector")
+    (plugin,) = [f for f in fb if f["kind"] == "plugin_layer"]
+    assert plugin == {"kind": "plugin_layer", "level": "engine", "layer_type": "PluginV2",
+                      "precision": "FP16", "count": 1, "examples": ["gelu_0"],
+                      "detail": "1 PluginV2 layer(s) (FP16)", "phase": "engine_load",
+                      "source": "engine_inspector"}
+    # the keys of torch-compile's counted entries (compile_report.py: graph_break, cudagraph_skip)
+    assert {"kind", "count", "detail", "phase", "source"} <= set(plugin)
+    # the type TREx reads first (ParameterType) is enough to know a plugin layer
+    by_parameter = tr.layer_record({**json.loads(TREX_PLUGIN_LAYER), "LayerType": "gelu_kernel"})
+    assert tr.is_plugin(by_parameter)
+    # and a diff of two runs names it in one readable line, counting the layers
+    two = tr.fallback_entries(model_dtype="float16", network_layers=[], engine_layers=[*layers, layers[2]],
+                              engine_source="engine_inspector")
+    assert probable_causes([], fb) == ["new plugin layer: PluginV2 FP16 (engine)",
+                                       "new reformat layer: Reformat FP32->FP16 (engine)"]
+    assert probable_causes(fb, two) == ["plugin layer PluginV2 FP16 (engine): 1 → 2"]
 
 
 def test_rtx_builder_listing_is_parsed() -> None:
