@@ -70,8 +70,11 @@ OPTION_DEFAULTS: dict[str, Any] = {
     "cache": True,
     "cache_dir": None,              # default $BENCHBOX_CACHE or ~/.cache/benchbox
 }
-#: options that decide the engine's bytes; every other option acts at run time only and is
-#: left out of the engine cache key (opset decides the ONNX bytes, hashed in the key)
+#: options that decide the engine's bytes. ``cuda_graph=true`` with TensorRT for RTX does too:
+#: benchbox's stream capture of an RTX engine needs the REQUIRE_USER_ALLOCATION builder flag, so
+#: it builds another engine with another key (the key holds the options read back from the
+#: builder config, ``require_user_allocation`` among them). The other options act at run time
+#: only and stay out of the engine cache key (opset decides the ONNX bytes, hashed in the key).
 BUILD_OPTION_KEYS = ("compute_capabilities", "tf32", "builder_optimization_level")
 #: bump when the engine build changes in a way the hashed builder code does not show
 BUILD_CODE_REVISION = 2
