@@ -665,7 +665,7 @@ def runners(device: str, fmt: str) -> None:
               help="Where the receipts and verdict.txt go; default receipts/selfcheck-STAMP/.")
 def selfcheck(runner: str, device: str, flavours: tuple[str, ...], samples: int, warmup: int,
               out_dir: Path | None) -> None:
-    """Run every built-in contract on the tiny task with a runner and check the results.
+    """Run the back-to-back built-in contracts on the tiny task with a runner and check the results.
 
     Exit 0: every check passed; 1: a check failed; 3: nothing could execute here (the
     verdict says why; no GPU result is claimed).

@@ -329,6 +329,8 @@ _ORDER = ("graph_break", "aten_fallback", "recompile", "cudagraph_skip")
 
 
 def _label(entry: dict[str, Any]) -> str:
+    if entry.get("layer_type"):  # TensorRT layers, grouped by type and precision
+        return _short(f"{entry['layer_type']} {entry.get('precision')} ({entry.get('level', '?')})")
     for k in ("op", "name", "reason", "node_name"):
         if entry.get(k):
             return _short(_op_name(entry[k]) if k == "op" else entry[k])
@@ -376,6 +378,6 @@ def probable_causes(base: list[dict[str, Any]], head: list[dict[str, Any]], limi
                           if isinstance(e, dict) and e.get("kind") not in known})
     for kind in other_kinds:
         word = _KIND_WORDS.get(kind, kind.replace("_", " "))
-        lines += _delta_lines(word, Counter(_label(e) for e in of(base, kind)),
-                              Counter(_label(e) for e in of(head, kind)))
+        lines += _delta_lines(word, _counted(of(base, kind), _label, "count"),
+                              _counted(of(head, kind), _label, "count"))
     return _bounded(lines, limit)

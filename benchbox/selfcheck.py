@@ -1,12 +1,14 @@
 """``benchbox selfcheck``: the TensorRT runner checked end to end on the tiny task.
 
 For the first user with a GPU the runner supports: one run per TensorRT flavour present,
-of every built-in contract, on the tiny ``decision`` task, then checks of what only
-execution shows — the accuracy gates, the engine inspector's report (every layer's
-precision understood), the device clock against the host span that contains it,
+of every back-to-back built-in contract, on the tiny ``decision`` task, then checks of
+what only execution shows — the accuracy gates, the engine inspector's report (every
+layer's precision understood), the device clock against the host span that contains it,
 ``model_io_wall`` below ``public_task_call_wall``, the JIT warm-up phase, RTX's runtime
-cache, CUDA graphs and the per-layer profile — and a short verdict to attach to a bug
-report next to the receipts.
+cache, CUDA graphs, the per-layer profile and TF32 off for float32 — and a short verdict
+to attach to a bug report next to the receipts. The paced built-ins time the same stages
+with requests arriving on a schedule: no check here reads them, so they would add run
+time only (``benchbox sweep`` measures served traffic).
 
 Where the runner cannot execute (no GPU, one the flavour does not support, no package)
 the verdict says so and why; it reports the build facts that need no GPU and never a
@@ -245,9 +247,25 @@ def check_region_order(receipts: dict[str, dict[str, Any]]) -> Check:
                  ", ".join(f"{c} {inner[c] / 1e6:.3f} < {outer[c] / 1e6:.3f} ms" for c in cases))
 
 
-def check_preparation(report: dict[str, Any], flavour: str) -> list[Check]:
-    """jit_warmup timed as a phase, RTX's runtime cache, CUDA graphs, the layer profile, TF32."""
-    out = []
+def check_tf32(report: dict[str, Any]) -> Check:
+    """TF32 off in a float32 build (read back from the builder config), so float32 layers
+    compute true float32 as the torch runners do; on only where the option asked for it."""
+    name = "TF32 off for float32"
+    opts = (report.get("build") or {}).get("options") or {}
+    if "tf32" not in opts:
+        return Check(name, "failed", "the build options do not say whether TF32 was on")
+    if not opts["tf32"]:
+        return Check(name, "passed", "off: true float32, like the torch runners")
+    if (report.get("options") or {}).get("tf32"):
+        return Check(name, "warning", "on, as option tf32=true asked: float32 results are not like for "
+                                      "like with the torch runners")
+    return Check(name, "failed", "on, not asked for: the builder's default was not cleared")
+
+
+def check_preparation(report: dict[str, Any], flavour: str, dtype: str = "float32") -> list[Check]:
+    """jit_warmup timed as a phase, RTX's runtime cache, CUDA graphs, the layer profile, and
+    TF32 off for a float32 model."""
+    out = [check_tf32(report)] if dtype == "float32" else []
     prep = report.get("prepare_s") or {}
     out.append(Check("jit_warmup is a timed preparation phase",
                      "passed" if "jit_warmup" in prep else "failed",
@@ -274,8 +292,9 @@ def check_preparation(report: dict[str, Any], flavour: str) -> list[Check]:
     return out
 
 
-def check_flavour(receipts: dict[str, dict[str, Any]], flavour: str) -> tuple[bool, str, list[Check]]:
-    """(executed, why not, checks) of one flavour's receipts."""
+def check_flavour(receipts: dict[str, dict[str, Any]], flavour: str,
+                  dtype: str = "float32") -> tuple[bool, str, list[Check]]:
+    """(executed, why not, checks) of one flavour's receipts of a ``dtype`` model."""
     report = _report(receipts)
     checks = [check_build(report)]
     unavailable = report.get("unavailable")
@@ -284,7 +303,8 @@ def check_flavour(receipts: dict[str, dict[str, Any]], flavour: str) -> tuple[bo
                             + " (they need the engine to run)"))
         return False, str(unavailable), checks
     checks += [check_executed(receipts), check_accuracy(receipts), check_inspector(report),
-               check_clock(receipts), check_region_order(receipts), *check_preparation(report, flavour)]
+               check_clock(receipts), check_region_order(receipts),
+               *check_preparation(report, flavour, dtype)]
     return True, "", checks
 
 
@@ -308,7 +328,7 @@ def _flavours(cfg: SelfCheckConfig) -> tuple[list[str], list[str]]:
 
 
 def run_selfcheck(cfg: SelfCheckConfig, progress: Progress = lambda s: None) -> SelfCheckResult:
-    """Run every built-in contract on the tiny task per flavour; check; write the verdict."""
+    """Run the back-to-back built-in contracts on the tiny task per flavour; check; write the verdict."""
     from benchbox.contracts import builtin_contracts
     from benchbox.receipts.io import now_iso
     from benchbox.run import RunConfig, run
@@ -332,7 +352,7 @@ def run_selfcheck(cfg: SelfCheckConfig, progress: Progress = lambda s: None) -> 
             runner_options={cfg.runner: {"flavour": flavour}},
             command=("benchbox", "selfcheck", "--flavour", flavour)), progress=progress)
         receipts = {o.receipt.contract.name: o.receipt.to_json() for o in outcome.all}
-        executed, reason, checks = check_flavour(receipts, flavour)
+        executed, reason, checks = check_flavour(receipts, flavour, cfg.dtype)
         report = _report(receipts)
         env_gpu = next(iter(receipts.values())).get("environment", {}).get("gpu")
         if isinstance(env_gpu, dict) and env_gpu.get("name"):

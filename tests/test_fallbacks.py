@@ -78,17 +78,24 @@ def test_identity_drops_measurements_and_keeps_decisions() -> None:
     assert identity(a) != identity(dict(a, input_shapes=[["64", "128"]]))
 
 
+def _trt_plugin(layer_type: str, precision: str, count: int, examples: list[str]) -> dict:
+    """A plugin-layer entry as the TensorRT runner writes it (tensorrt_report.plugin_entries)."""
+    return {"kind": "plugin_layer", "level": "engine", "layer_type": layer_type, "precision": precision,
+            "count": count, "examples": examples, "detail": f"{count} {layer_type} layer(s) ({precision})",
+            "phase": "engine_load", "source": "engine_inspector"}
+
+
 def test_probable_causes_cover_other_runners_kinds_and_stay_bounded() -> None:
-    base = [{"kind": "plugin_layer", "name": "RoPE_plugin"},
+    base = [_trt_plugin("PluginV2", "FP16", 1, ["rope_0"]), _trt_plugin("PluginV3", "FP32", 2, ["a", "b"]),
             {"kind": "recompile", "reason": "tensor 'x' size mismatch at index 0", "function": "forward"}]
-    head = [{"kind": "plugin_layer", "name": "GeLU_plugin"},
+    head = [_trt_plugin("PluginV2", "FP16", 3, ["rope_0", "gelu_0", "gelu_1"]),
             {"kind": "cudagraph_skip", "reason": "mutated inputs", "count": 1},
             {"kind": "aten_fallback", "op": "aten.masked_scatter.default", "calls": 2}]
     lines = probable_causes(base, head, limit=10)
     assert lines == ["new ATen fallback: aten.masked_scatter",
                      "recompile gone: tensor 'x' size mismatch at index 0",
-                     "new CUDA-graph skip: mutated inputs", "new plugin layer: GeLU_plugin",
-                     "plugin layer gone: RoPE_plugin"]
+                     "new CUDA-graph skip: mutated inputs", "plugin layer PluginV2 FP16 (engine): 1 → 3",
+                     "plugin layer gone: PluginV3 FP32 (engine)"]
     assert probable_causes(base, head, limit=3) == lines[:2] + ["and 3 more"]
     many = [{"kind": "graph_break", "reason": f"reason {i}", "count": 1} for i in range(30)]
     assert probable_causes([], many) == [f"new graph break: reason {i}" for i in range(5)] + ["and 25 more"]

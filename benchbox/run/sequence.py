@@ -345,6 +345,7 @@ class _Run:
                 self._record([build.failed_row(name, case, reason, report)] * len(self.contracts))
             return None
         phases = PhaseTimer(self.clock)
+        runner: Runner | None = None
         try:
             runner = self.runner_factory(name, self.cfg.device, opts)
             runner.apply_policy(self.contracts[0].policy)
@@ -358,7 +359,9 @@ class _Run:
                 raise
             self.stop.check()  # a signal during preparation may come back as the library's own error
             self.progress(f"{name}: preparation failed: {describe(e)}")
-            report = {"options": opts, "prepare_s": phases.seconds, "error": describe(e),
+            # what the runner recorded before failing (parser findings, fallbacks, build facts)
+            reported = _report(runner) if runner is not None else {}
+            report = {**reported, "options": opts, "prepare_s": phases.seconds, "error": describe(e),
                       "traceback": traceback.format_exc(limit=8), **self._log_entry(name)}
             for case in self.cases:
                 self._record([build.failed_row(name, case, f"preparation failed: {describe(e)}", report)]
@@ -520,6 +523,7 @@ class _Run:
     def _unavailable_facts(self, name: str, opts: dict[str, Any]) -> dict[str, Any]:
         """What a runner that cannot run here can still tell (build facts); never samples."""
         phases = PhaseTimer(self.clock)
+        runner: Runner | None = None
         try:
             runner = self.runner_factory(name, self.cfg.device, opts)
             runner.apply_policy(self.contracts[0].policy)

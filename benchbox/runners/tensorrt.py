@@ -70,8 +70,11 @@ OPTION_DEFAULTS: dict[str, Any] = {
     "cache": True,
     "cache_dir": None,              # default $BENCHBOX_CACHE or ~/.cache/benchbox
 }
-#: options that decide the engine's bytes; every other option acts at run time only and is
-#: left out of the engine cache key (opset decides the ONNX bytes, hashed in the key)
+#: options that decide the engine's bytes. ``cuda_graph=true`` with TensorRT for RTX does too:
+#: benchbox's stream capture of an RTX engine needs the REQUIRE_USER_ALLOCATION builder flag, so
+#: it builds another engine with another key (the key holds the options read back from the
+#: builder config, ``require_user_allocation`` among them). The other options act at run time
+#: only and stay out of the engine cache key (opset decides the ONNX bytes, hashed in the key).
 BUILD_OPTION_KEYS = ("compute_capabilities", "tf32", "builder_optimization_level")
 #: bump when the engine build changes in a way the hashed builder code does not show
 BUILD_CODE_REVISION = 2
@@ -768,36 +771,14 @@ class TensorRTRunner(TorchRunner):
             onnx_sha256=exported.sha256, flavour=self.flavour, version=str(trt.__version__),
             build_options=build_options, device=device, code_version=code_version)
         engines = root / "engines"
-        path, side_path = engines / f"{key}.engine", engines / f"{key}.json"
-        side: dict[str, Any] | None = None
-        engine = b""
-        if self.options["cache"] and path.is_file() and side_path.is_file():
-            with phases("engine_cache_load"):
-                engine = path.read_bytes()
-                try:
-                    side = json.loads(side_path.read_text())
-                except (OSError, ValueError):
-                    side = None
-            if not isinstance(side, dict) or side.get("engine_sha256") != hashlib.sha256(engine).hexdigest():
-                side = None
+        path = engines / f"{key}.engine"
+        engine, side, cache_note = self._cached_engine(path, phases)
         hit = side is not None
         if side is None:
-            with phases("build"):
-                serialized = builder.build_serialized_network(network, config)
-            if serialized is None:
-                errs = log.errors()
-                raise TensorRTBuildError("the engine build failed: " + (errs[0] if errs else "no message"))
-            engine = bytes(memoryview(serialized))
-            listing = tr.parse_layer_listing(log.layer_listing) if log.layer_listing else None
-            side = {"engine_sha256": hashlib.sha256(engine).hexdigest(),
-                    "engine_layers": listing["layers"] if listing else None,
-                    "engine_io": listing["io_tensors"] if listing else None,
-                    "build_log": tr.build_log_facts(log.fact_lines),
-                    "build_messages": log.messages[:50]}
-            if self.options["cache"]:
-                _write_atomic(path, engine)
-                _write_atomic(side_path, json.dumps(side).encode())
-        log_facts = side.get("build_log") or {}
+            engine, side = self._build_engine(builder, network, config, path, phases)
+        # the side file keeps the builder's own text; it is parsed here, by this code, on every load
+        listing = tr.parse_layer_listing(side["layer_listing"]) if side["layer_listing"] else None
+        log_facts = tr.build_log_facts(side["build_log_lines"])
         unused = list(log_facts.get("unused_tactic_sources", []))
         enabled = builder_facts["tactic_sources_enabled"]
         self.facts["build"] = {
@@ -809,20 +790,58 @@ class TensorRTRunner(TorchRunner):
             "memory": log_facts.get("memory", {}),
             "messages": side.get("build_messages", []),
             "device": device, "code_version": code_version,
-            "cache": {"enabled": bool(self.options["cache"]), "hit": hit, "key": key, "path": str(path)}}
-        layers = side.get("engine_layers")
+            "cache": {"enabled": bool(self.options["cache"]), "hit": hit, "key": key, "path": str(path),
+                      **({"rebuilt": cache_note} if cache_note else {})}}
+        layers = listing["layers"] if listing else None
         if layers:
             self._set_engine_layers(layers, "builder_log")
             report = {"source": "builder_log", **tr.summarize_layers(layers),
-                      "io_tensors": side.get("engine_io") or net["io_tensors"]}
+                      "io_tensors": listing["io_tensors"] or net["io_tensors"]}
         else:
             self._set_engine_layers(None, None)
             report = dict(net)
         self.facts["engine_report"] = {**report, "engine_bytes": len(engine),
-                                       "engine_sha256": hashlib.sha256(engine).hexdigest(),
-                                       "unsupported_nodes": []}
+                                       "engine_sha256": hashlib.sha256(engine).hexdigest()}
         self.facts["builder_log"] = log.messages
         return engine
+
+    def _cached_engine(self, path: Path, phases: Phases) -> tuple[bytes, dict[str, Any] | None, str | None]:
+        """(engine, side facts, None) from the engine cache; (b"", None, why) when the entry is
+        missing, disabled or unusable (then ``why`` says why an existing entry is rebuilt)."""
+        side_path = path.with_suffix(".json")
+        if not (self.options["cache"] and path.is_file() and side_path.is_file()):
+            return b"", None, None
+        with phases("engine_cache_load"):
+            engine = path.read_bytes()
+            try:
+                side = json.loads(side_path.read_text())
+            except (OSError, ValueError):
+                side = None
+        if not isinstance(side, dict) or side.get("engine_sha256") != hashlib.sha256(engine).hexdigest():
+            return b"", None, "the cached engine and its side file do not match"
+        if not (isinstance(side.get("layer_listing", 0), str | None)
+                and isinstance(side.get("build_log_lines"), list)
+                and side.get("log_filter") == tr.log_filter_version()):
+            return b"", None, "the side file holds no builder text this code can parse (another format)"
+        return engine, side, None
+
+    def _build_engine(self, builder: Any, network: Any, config: Any, path: Path,
+                      phases: Phases) -> tuple[bytes, dict[str, Any]]:
+        """Build the engine; cache it with the builder's raw layer listing and log lines."""
+        log = self._log
+        with phases("build"):
+            serialized = builder.build_serialized_network(network, config)
+        if serialized is None:
+            errs = log.errors()
+            raise TensorRTBuildError("the engine build failed: " + (errs[0] if errs else "no message"))
+        engine = bytes(memoryview(serialized))
+        side = {"engine_sha256": hashlib.sha256(engine).hexdigest(),
+                "layer_listing": log.layer_listing, "build_log_lines": list(log.fact_lines),
+                "log_filter": tr.log_filter_version(), "build_messages": log.messages[:50]}
+        if self.options["cache"]:
+            _write_atomic(path, engine)
+            _write_atomic(path.with_suffix(".json"), json.dumps(side).encode())
+        return engine, side
 
     def gather_facts(self, task: Any, example: tuple[np.ndarray, ...], phases: Phases) -> dict[str, Any]:
         """What can be learnt without running: export, parse, build, engine report; never timings."""
@@ -955,8 +974,7 @@ class TensorRTRunner(TorchRunner):
             built["inspector_error"] = _error_line(e)
             return
         self.facts["engine_report"] = {**rep, "engine_bytes": built["engine_bytes"],
-                                       "engine_sha256": built["engine_sha256"],
-                                       "unsupported_nodes": built["unsupported_nodes"]}
+                                       "engine_sha256": built["engine_sha256"]}
         self._set_engine_layers(rep["layers"], "engine_inspector")
         facts: dict[str, Any] = {}
         for attr in ("device_memory_size_v2", "num_optimization_profiles", "num_layers"):

@@ -93,6 +93,9 @@ def layer_record(entry: dict[str, Any]) -> dict[str, Any]:
         rec["tactic"] = str(tactic)[:_MAX_TEXT]
     if entry.get("Origin") is not None:
         rec["origin"] = str(entry["Origin"])
+    ptype = entry.get("ParameterType")
+    if ptype is not None and ptype != entry.get("LayerType"):
+        rec["parameter_type"] = str(ptype)  # NVIDIA's TREx reads a layer's type from here first
     if meta:
         rec["metadata"] = str(meta).replace("\x1f", " ")[:_MAX_TEXT]
     unparsed = [_raw_type(t) for t, p in zip(_as_list(entry.get("Outputs")), outs) if p is None]
@@ -191,7 +194,7 @@ def parse_layer_listing(text: str) -> dict[str, Any]:
             entry: dict[str, Any] = {"Name": f.get("Name", ""), "LayerType": f.get("LayerType"),
                                      "Inputs": _tensor_list(f.get("Inputs", "")),
                                      "Outputs": _tensor_list(f.get("Outputs", ""))}
-            for k in ("TacticName", "TacticValue", "Metadata", "Origin"):
+            for k in ("TacticName", "TacticValue", "Metadata", "Origin", "ParameterType"):
                 if k in f:
                     entry[k] = f[k]
             layers.append(layer_record(entry))
@@ -232,6 +235,16 @@ _UNUSED_TACTIC = re.compile(r"Disabling unused tactic source: (\w+)")
 def keep_log_line(msg: str) -> bool:
     """Whether the builder's INFO/VERBOSE message ``msg`` feeds ``build_log_facts``."""
     return msg.startswith(("[MemUsage", "Disabling unused tactic source")) or bool(_TOTAL.match(msg))
+
+
+def log_filter_version() -> str:
+    """A hash of what ``keep_log_line`` keeps: builder log lines kept under another filter
+    (an engine cache entry written by other code) cannot be parsed as this one's."""
+    import hashlib
+    import inspect
+
+    text = inspect.getsource(keep_log_line) + _TOTAL.pattern
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def build_log_facts(lines: Iterable[str]) -> dict[str, Any]:
@@ -308,7 +321,9 @@ def is_reformat(layer: dict[str, Any]) -> bool:
 
 
 def is_plugin(layer: dict[str, Any]) -> bool:
-    return "plugin" in str(layer.get("type") or "").lower()
+    """A plugin layer (``PluginV2``, ``PluginV3``, or the network's ``PLUGIN_V2``/``PLUGIN_V3``),
+    by its layer type or its parameter type."""
+    return any("plugin" in str(layer.get(k) or "").lower() for k in ("type", "parameter_type"))
 
 
 def _transition(layer: dict[str, Any]) -> str:

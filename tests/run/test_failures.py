@@ -64,6 +64,21 @@ class SimulatedOomMidRun(_Counting):
             raise torch.OutOfMemoryError("simulated: CUDA out of memory. Tried to allocate 2.00 GiB")
 
 
+class SimulatedParseFailureAfterFacts(TorchEagerRunner):
+    """Records what its parser found (facts, a fallback), then fails the build, as an engine
+    build that rejects an unsupported node would on a GPU."""
+
+    name = "bb-parse-fails"
+
+    def prepare(self, task: Any, model: Any, example: Any, phases: Any) -> None:
+        with phases("export"):
+            self.facts["parser"] = {"unsupported_nodes": [{"node": "/attn/Einsum", "op": "Einsum"}]}
+            self.facts["build"] = {"options": {"tf32": False}}
+            self.fallbacks.append({"kind": "precision", "count": 3, "precision": "float32"})
+        with phases("build"):
+            raise RuntimeError("simulated: engine build failed: 1 unsupported node")
+
+
 class NanOutputs(TorchEagerRunner):
     name = "bb-nan"
 
@@ -109,8 +124,8 @@ class SigintAt(_Counting):
 @pytest.fixture
 def registered(monkeypatch: pytest.MonkeyPatch) -> None:
     """Register this module's runners in the runner registry, as a plugin would."""
-    for cls in (SimulatedBuildFailure, SimulatedOomMidRun, NanOutputs, ValidationRaises,
-                AvailabilityRaises, ReportRaises, SigintAt):
+    for cls in (SimulatedBuildFailure, SimulatedParseFailureAfterFacts, SimulatedOomMidRun, NanOutputs,
+                ValidationRaises, AvailabilityRaises, ReportRaises, SigintAt):
         monkeypatch.setitem(RUNNERS, cls.name, f"{__name__}:{cls.__name__}")
 
 
@@ -170,6 +185,22 @@ def test_failing_runners_get_failed_rows_and_the_others_stay_valid(registered: N
     # the eager rows measured after the failures are compared; failed/invalid ones are excluded
     excluded = {(e["runner"], e["case"]) for e in receipt["comparisons"]["excluded"]}
     assert ("bb-oom-mid", "outage") in excluded and ("torch-eager", "invoice") not in excluded
+
+
+def test_failed_preparation_keeps_what_the_runner_reported_before_failing(registered: None,
+                                                                           tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    run(RunConfig(runners=("bb-parse-fails",), cases=TWO_CASES, samples=5, warmup=1, out=out))
+    for row in loaded(out)["results"]:
+        assert row["status"] == "failed"
+        assert row["reasons"] == ["preparation failed: RuntimeError: simulated: engine build failed: "
+                                  "1 unsupported node"]
+        report = row["runner_report"]
+        assert report["parser"]["unsupported_nodes"] == [{"node": "/attn/Einsum", "op": "Einsum"}]
+        assert report["build"] == {"options": {"tf32": False}}
+        assert report["fallbacks"] == [{"kind": "precision", "count": 3, "precision": "float32"}]
+        assert set(report["prepare_s"]) == {"export", "build"}
+        assert "RuntimeError" in report["traceback"] and "engine build failed" in report["error"]
 
 
 # -- SIGINT ----------------------------------------------------------------------------------

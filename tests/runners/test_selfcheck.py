@@ -1,7 +1,7 @@
 """The self-check's verdict logic, on constructed receipts.
 
 A real self-check needs a GPU the TensorRT runner supports, which this machine lacks
-(``tests/test_tensorrt.py`` runs the command here and checks it says so). The receipts
+(``tests/runners/test_tensorrt.py`` runs the command here and checks it says so). The receipts
 below are constructed in the shape ``benchbox run`` writes, to prove each check can fail.
 """
 
@@ -59,7 +59,7 @@ def test_a_good_run_passes_every_check() -> None:
     executed, reason, checks = sc.check_flavour(receipts(), "tensorrt_rtx")
     assert executed and reason == ""
     assert set(statuses(checks).values()) == {"passed"}, statuses(checks)
-    assert len(checks) == 10
+    assert len(checks) == 11
 
 
 def test_each_check_fails_on_what_it_guards() -> None:
@@ -99,9 +99,23 @@ def test_each_check_fails_on_what_it_guards() -> None:
     rep["cuda_graphs"]["warnings"] = ["CUDA graph capture failed, running without a graph: ..."]
     rep["layer_profile"] = {"error": "RuntimeError: profiler"}
     got = statuses(sc.check_preparation(rep, "tensorrt_rtx"))
-    assert got == {"jit_warmup is a timed preparation phase": "failed", "RTX runtime cache": "failed",
+    assert got == {"TF32 off for float32": "passed",
+                   "jit_warmup is a timed preparation phase": "failed", "RTX runtime cache": "failed",
                    "CUDA graphs": "warning", "per-layer profile (diagnostic)": "warning"}
     assert "RTX runtime cache" not in statuses(sc.check_preparation(rep, "tensorrt"))
+
+    # TF32: float32 layers must compute true float32, as the torch runners do
+    rep = copy.deepcopy(REPORT)
+    assert statuses(sc.check_preparation(rep, "tensorrt_rtx"))["TF32 off for float32"] == "passed"
+    rep["build"]["options"]["tf32"] = True
+    tf32 = {c.name: c for c in sc.check_preparation(rep, "tensorrt_rtx")}["TF32 off for float32"]
+    assert tf32.status == "failed" and "not asked for" in tf32.detail
+    rep["options"] = {"tf32": True}  # asked for: recorded, not like for like with the torch runners
+    assert statuses(sc.check_preparation(rep, "tensorrt_rtx"))["TF32 off for float32"] == "warning"
+    del rep["build"]["options"]["tf32"]
+    assert statuses(sc.check_preparation(rep, "tensorrt_rtx"))["TF32 off for float32"] == "failed"
+    # a bfloat16 model has no float32 matmuls for TF32 to change: no check
+    assert "TF32 off for float32" not in statuses(sc.check_preparation(rep, "tensorrt_rtx", "bfloat16"))
 
 
 def test_an_unavailable_runner_is_not_executed_and_claims_nothing() -> None:

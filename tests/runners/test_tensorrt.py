@@ -26,6 +26,7 @@ trt = pytest.importorskip(
 
 from benchbox.contracts import Policy  # noqa: E402
 from benchbox.errors import UsageError  # noqa: E402
+from benchbox.fallbacks import probable_causes  # noqa: E402
 from benchbox.harness import PhaseTimer  # noqa: E402
 from benchbox.runners import availability, runner_class  # noqa: E402
 from benchbox.runners import tensorrt as trt_runner  # noqa: E402
@@ -175,7 +176,9 @@ def test_build_makes_a_real_engine_and_reports_it(task: Any, built: dict[str, An
     assert all(layer["precision"] in tr.FLOATING for layer in er["layers"]), \
         [x for x in er["layers"] if x["precision"] not in tr.FLOATING][:2]
     assert "unparsed_output_types" not in json.dumps(er["layers"])
-    assert er["plugin_layers"] == [] and er["reformat_layers"] == [] and er["unsupported_nodes"] == []
+    assert er["plugin_layers"] == [] and er["reformat_layers"] == []
+    # the parser's unsupported nodes live under "parser" alone: an engine that was built has none
+    assert "unsupported_nodes" not in er
     io = {t["name"]: t for t in er["io_tensors"]}
     assert [n for n in io if io[n]["mode"] == "INPUT"] == list(task.input_names)
     assert [n for n in io if io[n]["mode"] == "OUTPUT"] == list(task.output_names)
@@ -241,6 +244,55 @@ def test_second_build_hits_the_export_and_engine_caches(task: Any, built: dict[s
     for key in ("engine_report", "network", "fallbacks"):
         assert a[key] == b[key], key
     assert a["build"]["memory"] == b["build"]["memory"]
+
+
+def test_a_cached_build_reparses_the_builders_own_text(task: Any, exported: OnnxExport, built: dict[str, Any],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    side = json.loads(Path(built["runner"].facts["build"]["cache"]["path"]).with_suffix(".json").read_text())
+    # the side file keeps what the builder logged, not what this code made of it
+    assert side["layer_listing"].startswith("Layers:") and "I/O Tensors:" in side["layer_listing"]
+    assert any(line.startswith("Total Weights Memory") for line in side["build_log_lines"])
+    assert side["log_filter"] == tr.log_filter_version()
+    # a changed parser (here: one that marks what it parsed) reaches an engine from the cache
+    parse_listing, log_facts = tr.parse_layer_listing, tr.build_log_facts
+
+    def marked_listing(text: str) -> dict[str, Any]:
+        out = parse_listing(text)
+        return {**out, "layers": [{**layer, "type": "MARKED"} for layer in out["layers"]]}
+
+    def marked_log(lines: Any) -> dict[str, Any]:
+        out = log_facts(lines)
+        return {**out, "memory": {**out["memory"], "marked": True}}
+
+    monkeypatch.setattr(tr, "parse_layer_listing", marked_listing)
+    monkeypatch.setattr(tr, "build_log_facts", marked_log)
+    again = TensorRTRunner("cpu", {"cache_dir": str(built["cache"]), "compute_capabilities": "8.9"})
+    again.build(task, example_inputs(task), PhaseTimer(), exported=exported)
+    assert again.facts["build"]["cache"]["hit"] is True
+    er = again.facts["engine_report"]
+    assert er["layer_types"] == {"MARKED": built["runner"].facts["engine_report"]["num_layers"]}
+    assert again.facts["build"]["memory"]["marked"] is True
+
+
+def test_an_engine_cache_entry_of_another_side_format_is_rebuilt(
+        task: Any, exported: OnnxExport, built: dict[str, Any], tmp_path: Path) -> None:
+    engines = tmp_path / "engines"
+    engines.mkdir()
+    first = Path(built["runner"].facts["build"]["cache"]["path"])
+    (engines / first.name).write_bytes(first.read_bytes())
+    old = json.loads(first.with_suffix(".json").read_text())
+    # the earlier format: layers and log facts already parsed, no builder text
+    stale = {"engine_sha256": old["engine_sha256"], "engine_layers": [], "engine_io": None,
+             "build_log": {"memory": {}, "unused_tactic_sources": []}, "build_messages": []}
+    (engines / first.with_suffix(".json").name).write_text(json.dumps(stale))
+    runner = TensorRTRunner("cpu", {"cache_dir": str(tmp_path), "compute_capabilities": "8.9"})
+    phases = PhaseTimer()
+    runner.build(task, example_inputs(task), phases, exported=exported)
+    cache = runner.facts["build"]["cache"]
+    assert cache["hit"] is False and "another format" in cache["rebuilt"]
+    assert {"engine_cache_load", "build"} <= set(phases.seconds)
+    assert runner.facts["engine_report"]["source"] == "builder_log"
+    assert "layer_listing" in json.loads((engines / first.with_suffix(".json").name).read_text())
 
 
 def test_another_compute_capability_is_another_cache_entry(task: Any, exported: OnnxExport,
@@ -699,6 +751,33 @@ TREX_A100_FP16 = """{"Layers": [{
   "TacticValue": "0xe2222883a6602489"
 }]}"""  # noqa: E501
 
+#: A plugin layer as the engine inspector lists it. The type string is the one NVIDIA's TensorRT Engine
+#: Explorer knows for plugin layers (NVIDIA/TensorRT, tools/experimental/trt-engine-explorer/trex/colors.py,
+#: ``layer_colormap["PluginV2"]``; TREx reads a layer's type from ``ParameterType``, else ``LayerType``:
+#: trex/layer.py). The other fields have the shape of NVIDIA's example engine above (same keys, tensors with
+#: ``Format/Datatype``); no NVIDIA sample engine with a plugin layer was found, so the name, dimensions and
+#: formats are illustrative (a GELU plugin of NVIDIA/TensorRT's plugin/geluPlugin between FP16 layers).
+TREX_PLUGIN_LAYER = """{
+  "Name": "gelu_0",
+  "LayerType": "PluginV2",
+  "Inputs": [
+  {
+    "Name": "onnx::Gelu_101",
+    "Location": "Device",
+    "Dimensions": [32,128,768],
+    "Format/Datatype": "Row major linear FP16 format"
+  }],
+  "Outputs": [
+  {
+    "Name": "onnx::MatMul_102",
+    "Location": "Device",
+    "Dimensions": [32,128,768],
+    "Format/Datatype": "Row major linear FP16 format"
+  }],
+  "ParameterType": "PluginV2",
+  "TacticValue": "0x0000000000000000"
+}"""
+
 #: Recorded from the VERBOSE ``Layers:`` listing TensorRT for RTX 1.7.1.116 logged while building the
 #: tiny bfloat16 task on this machine (newer releases print ``Datatype`` apart from ``Format``).
 RTX_LISTING = """Layers:
@@ -752,6 +831,32 @@ def test_inspector_json_of_nvidias_example_engine() -> None:
                                "Outputs": [{"Format/Datatype": "N/A due to dynamic shapes"}]})
     assert unknown["precision"] is None and unknown["unparsed_output_types"] == [
         "{'Format/Datatype': 'N/A due to dynamic shapes'}"]
+
+
+def test_a_plugin_layer_of_the_inspector_is_a_plugin_fallback_in_the_torch_compile_shape() -> None:
+    info = json.loads(TREX_A100_FP16)
+    info["Layers"].append(json.loads(TREX_PLUGIN_LAYER))
+    layers = tr.inspector_layers(info)
+    assert layers[2]["type"] == "PluginV2" and layers[2]["precision"] == "FP16"
+    assert tr.summarize_layers(layers)["plugin_layers"] == ["gelu_0"]
+    fb = tr.fallback_entries(model_dtype="float16", network_layers=[], engine_layers=layers,
+                             engine_source="engine_inspector")
+    (plugin,) = [f for f in fb if f["kind"] == "plugin_layer"]
+    assert plugin == {"kind": "plugin_layer", "level": "engine", "layer_type": "PluginV2",
+                      "precision": "FP16", "count": 1, "examples": ["gelu_0"],
+                      "detail": "1 PluginV2 layer(s) (FP16)", "phase": "engine_load",
+                      "source": "engine_inspector"}
+    # the keys of torch-compile's counted entries (compile_report.py: graph_break, cudagraph_skip)
+    assert {"kind", "count", "detail", "phase", "source"} <= set(plugin)
+    # the type TREx reads first (ParameterType) is enough to know a plugin layer
+    by_parameter = tr.layer_record({**json.loads(TREX_PLUGIN_LAYER), "LayerType": "gelu_kernel"})
+    assert tr.is_plugin(by_parameter)
+    # and a diff of two runs names it in one readable line, counting the layers
+    two = tr.fallback_entries(model_dtype="float16", network_layers=[], engine_layers=[*layers, layers[2]],
+                              engine_source="engine_inspector")
+    assert probable_causes([], fb) == ["new plugin layer: PluginV2 FP16 (engine)",
+                                       "new reformat layer: Reformat FP32->FP16 (engine)"]
+    assert probable_causes(fb, two) == ["plugin layer PluginV2 FP16 (engine): 1 → 2"]
 
 
 def test_rtx_builder_listing_is_parsed() -> None:
