@@ -185,12 +185,12 @@ class _Gatherer:
             for name, blob in run.receipts.items():
                 p = incoming / name
                 p.write_bytes(blob)
-                r = load_receipt(p).to_json()
-                if r["contract"]["hash"] not in declared:
-                    raise UsageError(f"{name} was measured under contract {r['contract']['name']} "
-                                     f"{r['contract']['hash'][:12]}, which the plan does not declare "
+                r = load_receipt(p)
+                if r.contract.hash not in declared:
+                    raise UsageError(f"{name} was measured under contract {r.contract.name} "
+                                     f"{r.contract.hash[:12]}, which the plan does not declare "
                                      "(a worker with another benchbox version?)")
-                labels = (r.get("settings") or {}).get("labels") or {}
+                labels = (r.settings or {}).get("labels") or {}
                 if labels.get("matrix_cell") != planned.cell_id:
                     raise UsageError(f"{name} does not carry this cell's matrix_cell label")
                 paths.append(p)
@@ -202,12 +202,12 @@ class _Gatherer:
             incoming.rmdir()
             with contextlib.suppress(OSError):
                 incoming.parent.rmdir()
-        bad = [(row["runner"], row["case"], row["status"], (row.get("reasons") or [""])[0])
-               for r in receipts for row in r["results"] if row["status"] != "valid"]
+        bad = [(row.runner, row.case, row.status, (row.reasons or ("",))[0])
+               for r in receipts for row in r.results if row.status != "valid"]
         idents = tuple(self.identity(r) for r in receipts)
         if not bad and run.exit_code == 0:
             return idents, "valid", None
-        rows = sum(len(r["results"]) for r in receipts)
+        rows = sum(len(r.results) for r in receipts)
         first = bad[0] if bad else ("", "", "", f"exit code {run.exit_code}")
         return idents, "invalid", (f"{len(bad)} of {rows} rows not valid; first: {first[0]} × {first[1]} "
                                    f"{first[2]}: {first[3]}"[:400])
