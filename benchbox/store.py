@@ -34,7 +34,7 @@ from typing import Any
 from benchbox import stats
 from benchbox.errors import MissingExtraError, UsageError
 from benchbox.receipts.io import load_receipt
-from benchbox.receipts.model import Receipt
+from benchbox.receipts.model import Receipt, ResultRow
 
 STORE_FORMAT = "benchbox-store"
 STORE_VERSION = 1
@@ -68,20 +68,9 @@ def receipt_identity(receipt: Receipt | dict[str, Any]) -> str:
     return hashlib.sha256(canonical_json(doc)).hexdigest()
 
 
-def device_label(receipt: dict[str, Any]) -> str:
-    """What a series' numbers were measured on: the GPU's name, else ``cpu (CPU model)``."""
-    env = receipt.get("environment") or {}
-    gpu = env.get("gpu")
-    if isinstance(gpu, dict) and gpu.get("name"):
-        return str(gpu["name"])
-    dev = str(env.get("device") or "unknown")
-    cpu = env.get("cpu")
-    return f"{dev} ({cpu})" if dev == "cpu" and cpu else dev
-
-
-def labels_of(receipt: dict[str, Any]) -> dict[str, str]:
+def labels_of(receipt: Receipt) -> dict[str, str]:
     """``settings.labels`` as strings (empty when the receipt has none)."""
-    labels = (receipt.get("settings") or {}).get("labels")
+    labels = (receipt.settings or {}).get("labels")
     if not isinstance(labels, dict):
         return {}
     return {str(k): str(v) for k, v in labels.items()}
@@ -136,10 +125,6 @@ class AddResult:
         return tuple(e.identity for e in (*self.added, *self.present))
 
 
-def _iso(ts: Any) -> str | None:
-    return ts if isinstance(ts, str) else None
-
-
 def _parse_time(ts: str | None) -> datetime | None:
     if not ts:
         return None
@@ -150,55 +135,49 @@ def _parse_time(ts: str | None) -> datetime | None:
     return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
 
 
-def _ci(summary: dict[str, Any], key: str) -> tuple[int | None, int | None]:
-    ci = summary.get(key)
-    if isinstance(ci, list) and len(ci) == 2:
-        return int(ci[0]), int(ci[1])
-    return None, None
+def _ci(ci: tuple[int, int] | None) -> tuple[int | None, int | None]:
+    return (ci[0], ci[1]) if ci is not None else (None, None)
 
 
-def _int(x: Any) -> int | None:
-    return int(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
-
-
-def _float(x: Any) -> float | None:
-    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
-
-
-def receipt_facts(identity: str, receipt: dict[str, Any]) -> dict[str, Any]:
+def receipt_facts(identity: str, receipt: Receipt) -> dict[str, Any]:
     """The receipts-table row of one loaded receipt."""
-    task = receipt["task"]
-    contract = receipt["contract"]
-    git = (receipt.get("environment") or {}).get("git") or {}
+    task, contract, env = receipt.task, receipt.contract, receipt.environment
+    git = env.get("git") or {}
     labels = labels_of(receipt)
-    created = _iso(receipt.get("created_at"))
     return {
         "identity": identity,
         "path": f"{RECEIPTS_DIR}/{identity}.json",
-        "created_at": created,
-        "created": _parse_time(created),
+        "created_at": receipt.created_at,
+        "created": _parse_time(receipt.created_at),
         "commit": git.get("commit") if isinstance(git.get("commit"), str) else None,
         "dirty": git.get("dirty") if isinstance(git.get("dirty"), bool) else None,
-        "task": str(task["name"]),
-        "size": None if task.get("size") is None else str(task["size"]),
-        "dtype": None if task.get("dtype") is None else str(task["dtype"]),
-        "model_sha256": task.get("model_sha256") if isinstance(task.get("model_sha256"), str) else None,
-        "contract": str(contract["name"]),
-        "contract_version": _int(contract.get("version")),
-        "contract_hash": str(contract["hash"]),
-        "clock": str(contract["clock"]),
-        "device": device_label(receipt),
-        "hostname": str((receipt.get("environment") or {}).get("hostname") or "") or None,
-        "benchbox_version": str(receipt.get("benchbox_version")),
-        "complete": receipt.get("complete") is not False,
-        "interrupted": receipt.get("interrupted") is True,
-        "n_results": len(receipt["results"]),
+        "task": task.name,
+        "size": task.size,
+        "dtype": task.dtype,
+        "model_sha256": task.model_sha256,
+        "contract": contract.name,
+        "contract_version": contract.version,
+        "contract_hash": contract.hash,
+        "clock": contract.clock,
+        "device": receipt.device_label,
+        "hostname": str(env.get("hostname") or "") or None,
+        "benchbox_version": receipt.benchbox_version,
+        "complete": receipt.is_complete,
+        "interrupted": receipt.interrupted is True,
+        "n_results": len(receipt.results),
         "labels": json.dumps(labels, sort_keys=True, ensure_ascii=False),
         "matrix_cell": labels.get(MATRIX_CELL),
     }
 
 
-def result_rows(identity: str, receipt: dict[str, Any]) -> list[dict[str, Any]]:
+def _caveats(row: ResultRow) -> list[str]:
+    try:
+        return stats.caveats(row.summary.to_json(), row.steady_state)
+    except (TypeError, KeyError, ValueError):  # a hand-made summary missing noise fields
+        return [r for r in row.reasons if r.startswith(("noise:", "unsettled:"))]
+
+
+def result_rows(identity: str, receipt: Receipt) -> list[dict[str, Any]]:
     """The rows-table rows of one loaded receipt: one per (runner, case)."""
     facts = receipt_facts(identity, receipt)
     shared = {k: facts[k] for k in ("identity", "created_at", "created", "commit", "dirty", "task", "size",
@@ -207,35 +186,28 @@ def result_rows(identity: str, receipt: dict[str, Any]) -> list[dict[str, Any]]:
     shared["series"] = series_key(facts["task"], facts["contract_hash"], facts["size"], facts["dtype"],
                                   facts["device"])
     out = []
-    for row in receipt["results"]:
-        s = row.get("summary") or {}
-        steady = row.get("steady_state") if isinstance(row.get("steady_state"), dict) else None
-        try:
-            cav = stats.caveats(s, steady)
-        except (TypeError, KeyError, ValueError):  # a hand-made summary missing noise fields
-            cav = [str(r) for r in row.get("reasons") or [] if str(r).startswith(("noise:", "unsettled:"))]
-        p50 = _ci(s, "p50_ci_ns")
-        p90 = _ci(s, "p90_ci_ns")
-        p99 = _ci(s, "p99_ci_ns")
+    for row in receipt.results:
+        s = row.summary
+        cav = _caveats(row)
+        p50, p90, p99 = _ci(s.p50_ci_ns), _ci(s.p90_ci_ns), _ci(s.p99_ci_ns)
         out.append({
             **shared,
-            "runner": row["runner"],
-            "case": row["case"],
-            "status": row["status"],
-            "partial": row.get("partial") is True,
-            "clock_used": str(row.get("clock_used") or "host"),
-            "n": _int(s.get("n")) or 0,
-            "p50_ns": _int(s.get("p50_ns")), "p50_lo_ns": p50[0], "p50_hi_ns": p50[1],
-            "p90_ns": _int(s.get("p90_ns")), "p90_lo_ns": p90[0], "p90_hi_ns": p90[1],
-            "p99_ns": _int(s.get("p99_ns")), "p99_lo_ns": p99[0], "p99_hi_ns": p99[1],
-            "p99_upper_ns": _int(s.get("p99_upper_ns")),
-            "mean_ns": _int(s.get("mean_ns")), "min_ns": _int(s.get("min_ns")),
-            "max_ns": _int(s.get("max_ns")),
-            "cv": _float((s.get("noise") or {}).get("cv")),
+            "runner": row.runner,
+            "case": row.case,
+            "status": row.status,
+            "partial": row.partial is True,
+            "clock_used": row.clock,
+            "n": s.n,
+            "p50_ns": s.p50_ns, "p50_lo_ns": p50[0], "p50_hi_ns": p50[1],
+            "p90_ns": s.p90_ns, "p90_lo_ns": p90[0], "p90_hi_ns": p90[1],
+            "p99_ns": s.p99_ns, "p99_lo_ns": p99[0], "p99_hi_ns": p99[1],
+            "p99_upper_ns": s.p99_upper_ns,
+            "mean_ns": s.mean_ns, "min_ns": s.min_ns, "max_ns": s.max_ns,
+            "cv": s.cv,
             "noisy": any(c.startswith("noise:") for c in cav),
             "unsettled": any(c.startswith("unsettled:") for c in cav),
             "caveats": cav,
-            "reasons": [str(r) for r in row.get("reasons") or []],
+            "reasons": list(row.reasons),
         })
     return out
 
@@ -377,10 +349,10 @@ class Store:
         (UsageError, naming it) leaves the store as it was.
         """
         pl = _polars()
-        loaded: list[tuple[Path, bytes, dict[str, Any], str]] = []
+        loaded: list[tuple[Path, bytes, Receipt, str]] = []
         for p in paths:
             p = Path(p)
-            receipt = load_receipt(p).to_json()
+            receipt = load_receipt(p)
             try:
                 blob = p.read_bytes()
             except OSError as e:
@@ -392,7 +364,7 @@ class Store:
         present: list[AddEntry] = []
         with self._lock():
             have = self.identities()
-            new: dict[str, dict[str, Any]] = {}
+            new: dict[str, Receipt] = {}
             for p, blob, receipt, ident in loaded:
                 entry = AddEntry(p, ident)
                 if ident in have or ident in new:
@@ -427,7 +399,7 @@ class Store:
         except Exception:  # an unreadable table is rebuilt from the receipts
             return set()
 
-    def _sync(self, pl: Any, fresh: dict[str, dict[str, Any]]) -> int:
+    def _sync(self, pl: Any, fresh: dict[str, Receipt]) -> int:
         index_schema, rows_schema = _schemas(pl)
         on_disk = self.identities()
         indexed = self._indexed()
@@ -446,7 +418,7 @@ class Store:
         for ident in missing:
             receipt = fresh.get(ident)
             if receipt is None:
-                receipt = load_receipt(self.receipt_path(ident)).to_json()
+                receipt = load_receipt(self.receipt_path(ident))
                 if receipt_identity(receipt) != ident:
                     raise UsageError(f"{self.receipt_path(ident)}: its content does not match its "
                                      "identity (edited after it was stored?); move it out of the store")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -309,72 +310,98 @@ class Harness:
         of the call runs once at the end, untimed. A stop (adaptive rule or SIGINT) keeps
         exactly the samples read so far; batches still in flight are drained, not kept.
         """
-        from collections import deque
-
         m = Measurement()
-        c = self.clock
         marks: EventMarks | HostMarks
         if runner.stream is not None:
             marks = EventMarks(runner.stream)
             m.clock_used = "device"
         else:
-            marks = HostMarks(c)
+            marks = HostMarks(self.clock)
         where = ("device events on the runner's stream" if m.clock_used == "device"
                  else "host clock reads (no device stream on this runner's device)")
         req = task.parse(request)
         dev_in = runner.h2d(task.preprocess(req))
-        compute = runner.compute
-        for _ in range(warmup):
-            compute(dev_in)
+        batches = _Batches(marks, self.clock, runner.compute, dev_in)
+        batches.warm_up(warmup)
         m.warmup = warmup
+        settle = batches.settle()
+        m.batch = batches.n
+        m.clock_note = (f"saturated: one request's compute re-run back to back, {where} between "
+                        f"batches of {batches.n} calls (sized to about {SATURATED_BATCH_NS / 1e6:g} ms "
+                        f"from the per-call time under the settled load; at most {SATURATED_DEPTH} batches "
+                        f"in flight), after {warmup} warm-up calls and {settle} batches "
+                        f"({SATURATED_SETTLE_S:g} s) of the same load; sample = batch time / {batches.n}")
+        batches.sample(m, samples, should_stop)
+        outputs = runner.d2h(runner.compute(dev_in))  # the rest of the call, once, untimed
+        task.serialize(task.answer(task.reduce(outputs, req), req))
+        return m
 
-        def sized(first: Any, last: Any, calls: int) -> int:
-            per_call = max(1, marks.elapsed_ns(first, last) // max(1, calls))
-            return max(1, min(100_000, -(-SATURATED_BATCH_NS // per_call)))
 
+class _Batches:
+    """Saturated sampling's batches: ``n`` back-to-back computes on one input, a mark after each
+    batch, at most SATURATED_DEPTH batches in flight."""
+
+    def __init__(self, marks: EventMarks | HostMarks, clock: HostClock, compute: Callable[[Any], Any],
+                 dev_in: Any) -> None:
+        self.marks, self.clock, self.compute, self.dev_in = marks, clock, compute, dev_in
+        self.n = 1
+        #: (mark, host enqueue ns per call of the batch that ends at this mark)
+        self.pending: deque[tuple[Any, int]] = deque()
+
+    def sized(self, first: Any, last: Any, calls: int) -> int:
+        """The batch size that spans about SATURATED_BATCH_NS at the per-call time between two marks."""
+        per_call = max(1, self.marks.elapsed_ns(first, last) // max(1, calls))
+        return max(1, min(100_000, -(-SATURATED_BATCH_NS // per_call)))
+
+    def warm_up(self, calls: int) -> None:
+        for _ in range(calls):
+            self.compute(self.dev_in)
+
+    def issue(self) -> None:
+        """One batch, its host enqueue time per call, and a mark after it."""
+        c, compute, dev_in, n = self.clock, self.compute, self.dev_in, self.n
+        t0 = c()
+        for _ in range(n):
+            compute(dev_in)
+        t1 = c()
+        self.pending.append((self.marks.mark(), (t1 - t0) // n))
+
+    def drain(self) -> None:
+        if self.pending:
+            self.marks.wait(self.pending[-1][0])
+
+    def settle(self) -> int:
+        """A probe sizes the batch; then the same load runs, untimed, SATURATED_SETTLE_S of wall
+        time (whatever clock the harness was given), so clocks and power settle; the batch is
+        sized again from the settled per-call time. Returns the settling batches' count."""
+        marks, pending = self.marks, self.pending
         a = marks.mark()
         for _ in range(SATURATED_PROBE):
-            compute(dev_in)
+            self.compute(self.dev_in)
         b = marks.mark()
         marks.wait(b)
-        n = sized(a, b, SATURATED_PROBE)
-        # (mark, host enqueue ns per call of the batch that ends at this mark)
-        pending: deque[tuple[Any, int]] = deque()
-
-        def issue() -> None:
-            t0 = c()
-            for _ in range(n):
-                compute(dev_in)
-            t1 = c()
-            pending.append((marks.mark(), (t1 - t0) // n))
-
-        def drain() -> None:
-            if pending:
-                marks.wait(pending[-1][0])
-
-        # the same load, untimed, for wall time (whatever clock this harness was given):
-        # clocks and power settle; then the batch is sized from the settled per-call time
+        self.n = self.sized(a, b, SATURATED_PROBE)
         settle_end = time.perf_counter_ns() + int(SATURATED_SETTLE_S * 1e9)
         pending.append((marks.mark(), 0))
         first_mark, settle = pending[0][0], 0
         while time.perf_counter_ns() < settle_end:
-            issue()
+            self.issue()
             settle += 1
             while len(pending) > SATURATED_DEPTH + 1:  # at most DEPTH batches in flight
                 pending.popleft()
                 marks.wait(pending[0][0])
-        drain()
+        self.drain()
         if settle:
-            n = sized(first_mark, pending[-1][0], settle * n)
-        m.batch = n
+            self.n = self.sized(first_mark, pending[-1][0], settle * self.n)
         pending.clear()
-        m.clock_note = (f"saturated: one request's compute re-run back to back, {where} between "
-                        f"batches of {n} calls (sized to about {SATURATED_BATCH_NS / 1e6:g} ms from the "
-                        f"per-call time under the settled load; at most {SATURATED_DEPTH} batches in "
-                        f"flight), after {warmup} warm-up calls and {settle} batches "
-                        f"({SATURATED_SETTLE_S:g} s) of the same load; sample = batch time / {n}")
-        start = c()
-        issue()  # one batch ahead of the first mark, so the device is busy when it is read
+        return settle
+
+    def sample(self, m: Measurement, samples: int,
+               should_stop: Callable[[Measurement], str | None] | None) -> None:
+        """``samples`` batches timed between marks into ``m`` (fewer when ``should_stop`` says)."""
+        marks, pending, n = self.marks, self.pending, self.n
+        start = self.clock()
+        self.issue()  # one batch ahead of the first mark, so the device is busy when it is read
         pending.clear()
         pending.append((marks.mark(), 0))
         m.stop_reason = f"fixed sample count {samples} reached"
@@ -383,7 +410,7 @@ class Harness:
         try:
             while issued < samples or len(pending) > 1:
                 if issued < samples and len(pending) <= SATURATED_DEPTH:
-                    issue()
+                    self.issue()
                     issued += 1
                     continue
                 first, _ = pending.popleft()
@@ -396,11 +423,8 @@ class Harness:
                     m.stop_reason = reason
                     break
         finally:  # also on SIGINT: nothing in flight is left behind or half-counted
-            drain()
-            m.host_span_ns = c() - start
-        outputs = runner.d2h(compute(dev_in))  # the rest of the call, once, untimed
-        task.serialize(task.answer(task.reduce(outputs, req), req))
-        return m
+            self.drain()
+            m.host_span_ns = self.clock() - start
 
 
 #: Device event timing resolves about 0.5 µs; differences within this are not violations.

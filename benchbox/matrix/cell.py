@@ -173,63 +173,86 @@ def execute(job: CellJob) -> CellRun:
     work.mkdir(parents=True)
     env = dict(os.environ)
     gpu = _gpu_env(job, env) if cell.device == "cuda" else None
-    contract_args = []
-    for c in cell.contracts:
-        if c.builtin:
-            contract_args.append(c.name)
-        else:  # a user's contract travels as text: the worker may be on another host
-            f = work / "contracts" / f"{c.name}.toml"
-            f.parent.mkdir(exist_ok=True)
-            f.write_text(c.text or "", encoding="utf-8")
-            contract_args.append(str(f))
+    contract_args = _contract_args(cell, work)
     claim = registry.claim(job.cell_id, cell.cpus, cell.pin_cpus, gpu)
     labels = start_labels(job, claim, gpu, env)
     argv = [sys.executable, "-m", "benchbox", *command(cell, work / "receipt.json", contract_args, labels)]
     phases = PhaseTimer()
-    timed_out = interrupted = False
-    rc: int | None = None
     try:
-        with open(work / "run.log", "wb") as log, phases("cell"):
-            # its own process group: a Ctrl-C reaches the driver only, which forwards one SIGINT
-            # (a second one would make benchbox run drop the case in progress)
-            proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                    stderr=subprocess.STDOUT, process_group=0,
-                                    preexec_fn=_child_setup(claim.cpus, os.getpid()))
-            try:
-                rc = proc.wait(timeout=cell.timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-            except KeyboardInterrupt:
-                interrupted = True
-            if rc is None:  # SIGINT keeps what was measured; SIGKILL if it does not stop in time
-                proc.send_signal(signal.SIGINT)
-                try:
-                    rc = proc.wait(timeout=GRACE_S)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    rc = proc.wait()
+        with phases("cell"):
+            rc, timed_out, interrupted = _run_child(argv, env, claim.cpus, cell.timeout_s, work / "run.log")
     finally:
         overlap = registry.release(claim)
     end_labels = host.overlap_labels(claim, overlap, gpu)
     text = (work / "run.log").read_bytes()[-LOG_TAIL:].decode("utf-8", "replace")
     receipts = {p.name: _relabel(p.read_bytes(), end_labels) for p in sorted(work.glob("receipt*.json"))}
     complete = bool(receipts) and all(_complete(b) for b in receipts.values())
-    reason: str | None = None
     if timed_out:
-        reason = f"timed out after {cell.timeout_s:g} s (stopped with SIGINT; what was measured is kept)"
-    elif interrupted:
-        reason = "interrupted"
-    elif rc is not None and rc < 0:
-        reason = f"killed by {_signal_name(-rc)}"
-    elif rc not in (0, 1):
-        reason = f"exited with code {rc}: {_last_line(text)}"
-    elif not complete:
-        reason = f"exited with code {rc} without a complete receipt: {_last_line(text)}"
+        reason: str | None = (f"timed out after {cell.timeout_s:g} s (stopped with SIGINT; what was "
+                              "measured is kept)")
+    else:
+        reason = "interrupted" if interrupted else _exit_reason(rc, complete, text)
     with contextlib.suppress(OSError):
         shutil.rmtree(work)
     return CellRun(cell_id=job.cell_id, exit_code=rc, reason=reason,
                    wall_s=phases.seconds.get("cell"), receipts=receipts, log_tail=text,
                    labels={**labels, **end_labels}, host=platform.node(), interrupted=interrupted)
+
+
+def _contract_args(cell: Cell, work: Path) -> list[str]:
+    """The ``--contract`` values: a built-in's name, a user's contract written under ``work``."""
+    args = []
+    for c in cell.contracts:
+        if c.builtin:
+            args.append(c.name)
+        else:  # a user's contract travels as text: the worker may be on another host
+            f = work / "contracts" / f"{c.name}.toml"
+            f.parent.mkdir(exist_ok=True)
+            f.write_text(c.text or "", encoding="utf-8")
+            args.append(str(f))
+    return args
+
+
+def _run_child(argv: list[str], env: dict[str, str], cpus: list[int], timeout_s: float, log_path: Path
+               ) -> tuple[int | None, bool, bool]:
+    """Run the cell's ``benchbox run``, output into ``log_path``: (exit code, timed out, interrupted).
+
+    On a time-out or a Ctrl-C the run gets one SIGINT (it keeps what it measured), and
+    SIGKILL if it does not stop within GRACE_S.
+    """
+    timed_out = interrupted = False
+    rc: int | None = None
+    with open(log_path, "wb") as log:
+        # its own process group: a Ctrl-C reaches the driver only, which forwards one SIGINT
+        # (a second one would make benchbox run drop the case in progress)
+        proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, process_group=0,
+                                preexec_fn=_child_setup(cpus, os.getpid()))
+        try:
+            rc = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        except KeyboardInterrupt:
+            interrupted = True
+        if rc is None:  # SIGINT keeps what was measured; SIGKILL if it does not stop in time
+            proc.send_signal(signal.SIGINT)
+            try:
+                rc = proc.wait(timeout=GRACE_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                rc = proc.wait()
+    return rc, timed_out, interrupted
+
+
+def _exit_reason(rc: int | None, complete: bool, text: str) -> str | None:
+    """Why a run that ended by itself failed the cell (None: it did not)."""
+    if rc is not None and rc < 0:
+        return f"killed by {_signal_name(-rc)}"
+    if rc not in (0, 1):
+        return f"exited with code {rc}: {_last_line(text)}"
+    if not complete:
+        return f"exited with code {rc} without a complete receipt: {_last_line(text)}"
+    return None
 
 
 def _complete(blob: bytes) -> bool:

@@ -185,12 +185,12 @@ class _Gatherer:
             for name, blob in run.receipts.items():
                 p = incoming / name
                 p.write_bytes(blob)
-                r = load_receipt(p).to_json()
-                if r["contract"]["hash"] not in declared:
-                    raise UsageError(f"{name} was measured under contract {r['contract']['name']} "
-                                     f"{r['contract']['hash'][:12]}, which the plan does not declare "
+                r = load_receipt(p)
+                if r.contract.hash not in declared:
+                    raise UsageError(f"{name} was measured under contract {r.contract.name} "
+                                     f"{r.contract.hash[:12]}, which the plan does not declare "
                                      "(a worker with another benchbox version?)")
-                labels = (r.get("settings") or {}).get("labels") or {}
+                labels = (r.settings or {}).get("labels") or {}
                 if labels.get("matrix_cell") != planned.cell_id:
                     raise UsageError(f"{name} does not carry this cell's matrix_cell label")
                 paths.append(p)
@@ -202,15 +202,44 @@ class _Gatherer:
             incoming.rmdir()
             with contextlib.suppress(OSError):
                 incoming.parent.rmdir()
-        bad = [(row["runner"], row["case"], row["status"], (row.get("reasons") or [""])[0])
-               for r in receipts for row in r["results"] if row["status"] != "valid"]
+        bad = [(row.runner, row.case, row.status, (row.reasons or ("",))[0])
+               for r in receipts for row in r.results if row.status != "valid"]
         idents = tuple(self.identity(r) for r in receipts)
         if not bad and run.exit_code == 0:
             return idents, "valid", None
-        rows = sum(len(r["results"]) for r in receipts)
+        rows = sum(len(r.results) for r in receipts)
         first = bad[0] if bad else ("", "", "", f"exit code {run.exit_code}")
         return idents, "invalid", (f"{len(bad)} of {rows} rows not valid; first: {first[0]} × {first[1]} "
                                    f"{first[2]}: {first[3]}"[:400])
+
+
+class _RunRecord:
+    """One matrix run's outcomes, and its record under ``STORE/matrix/runs/``, rewritten after every cell."""
+
+    def __init__(self, plan: Plan, executor: str, ray_address: str | None, rev: str, started: str,
+                 path: Path, planned: list[PlannedCell], ex: Any) -> None:
+        self.plan, self.executor, self.ray_address, self.rev = plan, executor, ray_address, rev
+        self.started, self.path, self.planned, self.ex = started, path, planned, ex
+        self.outcomes: dict[str, CellOutcome] = {
+            p.cell_id: CellOutcome(p.cell_id, p.cell.config_hash, p.cell.axes(), "skipped",
+                                   "already in the store")
+            for p in planned if p.done}
+
+    def result(self, wall: float) -> MatrixResult:
+        order = [self.outcomes.get(p.cell_id) or CellOutcome(p.cell_id, p.cell.config_hash, p.cell.axes(),
+                                                              "not_run", "the matrix stopped first")
+                 for p in self.planned]
+        return MatrixResult(self.plan, self.executor, self.rev, order, wall, self.path,
+                            getattr(self.ex, "cluster", {}))
+
+    def save(self, wall: float) -> None:
+        r = self.result(wall)
+        plan = self.plan
+        _write_json(self.path, {"plan": plan.name, "plan_path": str(plan.path), "plan_sha256": plan.sha256,
+                                "revision": self.rev, "executor": self.executor,
+                                "ray_address": self.ray_address, "cluster": r.cluster,
+                                "started_at": self.started, "updated_at": now_iso(),
+                                "wall_s": wall, "cells": [asdict(o) for o in r.outcomes]})
 
 
 def run_matrix(plan: Plan, store_root: Path, executor: str = "local", ray_address: str | None = None,
@@ -227,35 +256,18 @@ def run_matrix(plan: Plan, store_root: Path, executor: str = "local", ray_addres
     gatherer = _Gatherer(store_root, stamp)
     done = set() if force else gatherer.store.cells()
     planned = [PlannedCell(c, c.identity(rev), c.identity(rev) in done) for c in plan.cells]
-    outcomes: dict[str, CellOutcome] = {}
-    for p in planned:
-        if p.done:
-            outcomes[p.cell_id] = CellOutcome(p.cell_id, p.cell.config_hash, p.cell.axes(), "skipped",
-                                              "already in the store")
-    record = gatherer.dir / "runs" / f"{_slug(plan.name)}-{stamp}.json"
+    record = _RunRecord(plan, executor, ray_address, rev, started,
+                        gatherer.dir / "runs" / f"{_slug(plan.name)}-{stamp}.json", planned, ex)
     phases = PhaseTimer()
     by_id = {p.cell_id: p for p in planned}
 
-    def result(wall: float) -> MatrixResult:
-        order = [outcomes.get(p.cell_id) or CellOutcome(p.cell_id, p.cell.config_hash, p.cell.axes(),
-                                                         "not_run", "the matrix stopped first")
-                 for p in planned]
-        return MatrixResult(plan, executor, rev, order, wall, record, getattr(ex, "cluster", {}))
-
-    def save(wall: float) -> None:
-        r = result(wall)
-        _write_json(record, {"plan": plan.name, "plan_path": str(plan.path), "plan_sha256": plan.sha256,
-                             "revision": rev, "executor": executor, "ray_address": ray_address,
-                             "cluster": r.cluster, "started_at": started, "updated_at": now_iso(),
-                             "wall_s": wall, "cells": [asdict(o) for o in r.outcomes]})
-
     def on_done(job: CellJob, run: CellRun) -> None:
         o = gatherer.gather(by_id[job.cell_id], run)
-        outcomes[job.cell_id] = o
+        record.outcomes[job.cell_id] = o
         wall = f"{o.wall_s:.1f} s" if o.wall_s is not None else "-"
         progress(f"cell {o.cell_id[:12]} {_axes_text(o.axes)}: {o.status} ({wall})"
                  + (f": {o.reason}" if o.reason else ""))
-        save(phases.seconds.get("matrix", 0.0))
+        record.save(phases.seconds.get("matrix", 0.0))
 
     jobs = [CellJob(p.cell, p.cell_id, cell_labels(plan, p.cell, p.cell_id, rev, executor), executor)
             for p in planned if not p.done]
@@ -267,15 +279,15 @@ def run_matrix(plan: Plan, store_root: Path, executor: str = "local", ray_addres
         with phases("matrix"):
             ex.run_cells(jobs, on_done)
     except KeyboardInterrupt:
-        save(phases.seconds.get("matrix", 0.0))
-        done = sum(o.reason != "interrupted" for o in outcomes.values())
-        raise MatrixInterrupted(f"interrupted: {done} of {len(planned)} cells finished; "
-                                f"record {record}") from None
+        record.save(phases.seconds.get("matrix", 0.0))
+        finished = sum(o.reason != "interrupted" for o in record.outcomes.values())
+        raise MatrixInterrupted(f"interrupted: {finished} of {len(planned)} cells finished; "
+                                f"record {record.path}") from None
     finally:
         ex.stop()
     wall = phases.seconds["matrix"]
-    save(wall)
-    return result(wall)
+    record.save(wall)
+    return record.result(wall)
 
 
 def _slug(name: str) -> str:

@@ -217,16 +217,6 @@ def check_same_contract(receipts: Sequence[LabelledReceipt]) -> None:
                 f"{first.name} ({first.hash[:12]}), {rec.label} is {c.name} ({c.hash[:12]})")
 
 
-def device_of(receipt: Receipt) -> str:
-    """environment.gpu.name when present, else 'device (cpu model)'."""
-    env = receipt.environment
-    gpu = env.get("gpu")
-    if isinstance(gpu, dict) and gpu.get("name"):
-        return str(gpu["name"])
-    dev = env.get("device", "?")
-    return f"{dev} ({env['cpu']})" if env.get("cpu") else str(dev)
-
-
 def _unique(values: Iterable[str]) -> str:
     seen: list[str] = []
     for v in values:
@@ -248,7 +238,7 @@ def context_line(receipts: Sequence[LabelledReceipt]) -> str:
         return f"{t.name}/{t.size}{dtype}"
 
     return (f"{contract} · task {_unique(task(r.data) for r in receipts)} · "
-            f"device {_unique(device_of(r.data) for r in receipts)}")
+            f"device {_unique(r.data.device_label for r in receipts)}")
 
 
 def new_figure(width: float, height: float) -> Figure:

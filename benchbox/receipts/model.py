@@ -410,6 +410,17 @@ class Receipt(_Base):
         return str(self.environment.get("device", "unknown"))
 
     @property
+    def device_label(self) -> str:
+        """What the numbers were measured on, as a figure or a series names it: the GPU's
+        name, else ``cpu (CPU model)``, else the device string."""
+        gpu = self.environment.get("gpu")
+        if isinstance(gpu, dict) and gpu.get("name"):
+            return str(gpu["name"])
+        dev = str(self.environment.get("device") or "unknown")
+        cpu = self.environment.get("cpu")
+        return f"{dev} ({cpu})" if dev == "cpu" and cpu else dev
+
+    @property
     def runners(self) -> tuple[str, ...]:
         """The run's runners in the order it measured them."""
         declared = [str(r) for r in (self.settings or {}).get("runners", []) if isinstance(r, str)]

@@ -157,26 +157,49 @@ def _decode(tp: Any, value: Any, path: str) -> Any:
     if tp is Any:
         return value
     if origin in (Union, types.UnionType):
-        args = get_args(tp)
-        if value is None:
-            if type(None) in args:
-                return None
-            raise _Invalid(path, "is null")
-        rest = [a for a in args if a is not type(None)]
-        errors = []
-        for a in rest:
-            try:
-                return _decode(a, value, path)
-            except _Invalid as e:
-                errors.append(e)
-        raise errors[0]
+        return _decode_union(get_args(tp), value, path)
     if origin is Literal:
-        if value not in get_args(tp) or isinstance(value, bool) != any(isinstance(a, bool)
-                                                                        for a in get_args(tp)):
-            raise _Invalid(path, f"{_short(value)} is not one of {', '.join(map(str, get_args(tp)))}")
-        return value
+        return _decode_literal(get_args(tp), value, path)
     if isinstance(tp, type) and issubclass(tp, Record):
         return _decode_record(tp, value, path)
+    if tp in (bool, int, float, str):
+        return _decode_scalar(tp, meta, value, path)
+    if origin is tuple:
+        return _decode_tuple(get_args(tp), meta, value, path)
+    if origin is dict:
+        return _decode_dict(get_args(tp), value, path)
+    if origin is list:
+        (item,) = get_args(tp)
+        if not isinstance(value, list):
+            raise _Invalid(path, f"is {_kind(value)}, not an array")
+        return [_decode(item, v, f"{path}[{i}]") for i, v in enumerate(value)]
+    raise TypeError(f"typed: unsupported annotation {tp!r}")  # a declaration error, not input
+
+
+def _decode_union(args: tuple[Any, ...], value: Any, path: str) -> Any:
+    """The first alternative that accepts ``value`` (null only where None is one); else the
+    first alternative's refusal."""
+    if value is None:
+        if type(None) in args:
+            return None
+        raise _Invalid(path, "is null")
+    errors = []
+    for a in (a for a in args if a is not type(None)):
+        try:
+            return _decode(a, value, path)
+        except _Invalid as e:
+            errors.append(e)
+    raise errors[0]
+
+
+def _decode_literal(args: tuple[Any, ...], value: Any, path: str) -> Any:
+    if value not in args or isinstance(value, bool) != any(isinstance(a, bool) for a in args):
+        raise _Invalid(path, f"{_short(value)} is not one of {', '.join(map(str, args))}")
+    return value
+
+
+def _decode_scalar(tp: type, meta: tuple[Any, ...], value: Any, path: str) -> Any:
+    """A boolean, integer (never a boolean), finite number or string, within its constraints."""
     if tp is bool:
         if not isinstance(value, bool):
             raise _Invalid(path, f"is {_kind(value)}, not a boolean")
@@ -184,48 +207,41 @@ def _decode(tp: Any, value: Any, path: str) -> Any:
     if tp is int:
         if not isinstance(value, int) or isinstance(value, bool):
             raise _Invalid(path, f"is {_kind(value)}, not an integer")
-        _check_meta(value, meta, path)
-        return value
-    if tp is float:
+    elif tp is float:
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             raise _Invalid(path, f"is {_kind(value)}, not a number")
         if not math.isfinite(value):
             raise _Invalid(path, "is not a finite number")
-        _check_meta(value, meta, path)
-        return value
-    if tp is str:
-        if not isinstance(value, str):
-            raise _Invalid(path, f"is {_kind(value)}, not a string")
-        _check_meta(value, meta, path)
-        return value
-    if origin is tuple:
-        args = get_args(tp)
-        if not isinstance(value, list):
-            raise _Invalid(path, f"is {_kind(value)}, not an array")
-        _check_meta(value, meta, path)
-        if len(args) == 2 and args[1] is Ellipsis:
-            item = args[0]
-            if _unwrap(item)[0] is int:  # sample lists: a fast path for the common case
-                return _int_items(value, _unwrap(item)[1], path)
-            return tuple(_decode(item, v, f"{path}[{i}]") for i, v in enumerate(value))
-        if len(value) != len(args):
-            raise _Invalid(path, f"has {len(value)} items, not {len(args)}")
-        return tuple(_decode(a, v, f"{path}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
-    if origin is dict:
-        key_tp, val_tp = get_args(tp)
-        if not isinstance(value, dict):
-            raise _Invalid(path, f"is {_kind(value)}, not an object")
-        out = {}
-        for k, v in value.items():
-            _decode(key_tp, k, f"{path} key")
-            out[k] = _decode(val_tp, v, f"{path}.{str(k)[:40]}")
-        return out
-    if origin is list:
-        (item,) = get_args(tp)
-        if not isinstance(value, list):
-            raise _Invalid(path, f"is {_kind(value)}, not an array")
-        return [_decode(item, v, f"{path}[{i}]") for i, v in enumerate(value)]
-    raise TypeError(f"typed: unsupported annotation {tp!r}")  # a declaration error, not input
+    elif not isinstance(value, str):
+        raise _Invalid(path, f"is {_kind(value)}, not a string")
+    _check_meta(value, meta, path)
+    return value
+
+
+def _decode_tuple(args: tuple[Any, ...], meta: tuple[Any, ...], value: Any, path: str) -> tuple[Any, ...]:
+    """``tuple[X, ...]`` (any length) or ``tuple[X, Y]`` (exactly those items) from an array."""
+    if not isinstance(value, list):
+        raise _Invalid(path, f"is {_kind(value)}, not an array")
+    _check_meta(value, meta, path)
+    if len(args) == 2 and args[1] is Ellipsis:
+        item = args[0]
+        if _unwrap(item)[0] is int:  # sample lists: a fast path for the common case
+            return _int_items(value, _unwrap(item)[1], path)
+        return tuple(_decode(item, v, f"{path}[{i}]") for i, v in enumerate(value))
+    if len(value) != len(args):
+        raise _Invalid(path, f"has {len(value)} items, not {len(args)}")
+    return tuple(_decode(a, v, f"{path}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
+
+
+def _decode_dict(args: tuple[Any, ...], value: Any, path: str) -> dict[str, Any]:
+    key_tp, val_tp = args
+    if not isinstance(value, dict):
+        raise _Invalid(path, f"is {_kind(value)}, not an object")
+    out = {}
+    for k, v in value.items():
+        _decode(key_tp, k, f"{path} key")
+        out[k] = _decode(val_tp, v, f"{path}.{str(k)[:40]}")
+    return out
 
 
 def _int_items(value: list[Any], meta: tuple[Any, ...], path: str) -> tuple[int, ...]:

@@ -354,32 +354,42 @@ class TorchCompileRunner(TorchRunner):
         if pinned is None:
             facts["status"] = "fresh" if pinning else "off"
         else:
-            warm = self.records["compile_warm"]
-            counters = warm.cache_counters()
-            ind, aot = counters["inductor"], counters["aot_autograd"]
-            hits, misses = ind.get("fxgraph_cache_hit", 0), ind.get("fxgraph_cache_miss", 0)
-            bypass = ind.get("fxgraph_cache_bypass", 0)
-            facts["graphs"] = {"fx_graph_cache_hits": hits, "fx_graph_cache_misses": misses,
-                               "fx_graph_cache_bypasses": bypass,
-                               "aot_autograd_cache_hits": aot.get("autograd_cache_hit", 0),
-                               "autotuned_call_sites": len(warm.autotune)}
-            # an AOTAutograd cache hit serves inductor's cached graph without an FX-cache lookup
-            served = hits or aot.get("autograd_cache_hit", 0)
-            facts["status"] = ("reused" if served and not misses and not bypass and not warm.autotune
-                               else "partly_reused")
-            facts["picks_generation"] = pinned.get("generation")
-            facts["picks_from"] = (f"compile_cold of the run that pinned this key "
-                                   f"(generation {pinned.get('generation')})")
-            if facts["status"] == "partly_reused":
-                facts["note"] = "; ".join([
-                    f"inductor compiled {misses + bypass} of {hits + misses + bypass} graph(s) anew under "
-                    "the pinned key (its own cache key differs: code outside the model's classes, "
-                    "inductor settings or environment)", *warm.cache_bypass[:2]])
-                if warm.autotune:
-                    facts["picks_vs_pinned"] = compare_picks(pinned["sites"], warm.autotune).to_dict()
-        if store is None:
-            facts["summary"] = pin_summary(facts)
-            return facts
+            self._reuse_facts(facts, pinned)
+        if store is not None:
+            self._record_picks(facts, store, doc, fresh, pinning, held, phases)
+        facts["summary"] = pin_summary(facts)
+        return facts
+
+    def _reuse_facts(self, facts: dict[str, Any], pinned: dict[str, Any]) -> None:
+        """What the warm compile under a pinned key reused: its graph-cache counters and status."""
+        warm = self.records["compile_warm"]
+        counters = warm.cache_counters()
+        ind, aot = counters["inductor"], counters["aot_autograd"]
+        hits, misses = ind.get("fxgraph_cache_hit", 0), ind.get("fxgraph_cache_miss", 0)
+        bypass = ind.get("fxgraph_cache_bypass", 0)
+        facts["graphs"] = {"fx_graph_cache_hits": hits, "fx_graph_cache_misses": misses,
+                           "fx_graph_cache_bypasses": bypass,
+                           "aot_autograd_cache_hits": aot.get("autograd_cache_hit", 0),
+                           "autotuned_call_sites": len(warm.autotune)}
+        # an AOTAutograd cache hit serves inductor's cached graph without an FX-cache lookup
+        served = hits or aot.get("autograd_cache_hit", 0)
+        facts["status"] = ("reused" if served and not misses and not bypass and not warm.autotune
+                           else "partly_reused")
+        facts["picks_generation"] = pinned.get("generation")
+        facts["picks_from"] = (f"compile_cold of the run that pinned this key "
+                               f"(generation {pinned.get('generation')})")
+        if facts["status"] == "partly_reused":
+            facts["note"] = "; ".join([
+                f"inductor compiled {misses + bypass} of {hits + misses + bypass} graph(s) anew under "
+                "the pinned key (its own cache key differs: code outside the model's classes, "
+                "inductor settings or environment)", *warm.cache_bypass[:2]])
+            if warm.autotune:
+                facts["picks_vs_pinned"] = compare_picks(pinned["sites"], warm.autotune).to_dict()
+
+    def _record_picks(self, facts: dict[str, Any], store: pin.PinStore, doc: dict[str, Any],
+                      fresh: dict[str, tuple[cr.PhaseRecord, dict[str, Any]]], pinning: bool,
+                      held: ExitStack, phases: Phases) -> None:
+        """Add this run's fresh picks to the key's record (compared with the last recorded ones)."""
         try:
             if not pinning and fresh:
                 with phases("cache_lock"):
@@ -405,8 +415,6 @@ class TorchCompileRunner(TorchRunner):
             facts["record"] = str(store.record_path)
         except OSError as e:
             facts["record_note"] = f"picks not recorded: {type(e).__name__}: {e}"[:300]
-        facts["summary"] = pin_summary(facts)
-        return facts
 
     def _summarize(self, last: str, cache_dir: str, pin_facts: dict[str, Any],
                    fresh: dict[str, tuple[cr.PhaseRecord, dict[str, Any]]],

@@ -100,3 +100,19 @@ def test_rows_built_in_code_are_checked_like_loaded_ones() -> None:
         ResultRow.of({"runner": "r", "case": "c", "status": "valid", "reasons": [], "runner_report": {},
                       "accuracy": {"passed": True}, "samples_ns": [], "round_sizes": [], "stages_ns": {},
                       "summary": {"n": 0}})
+
+
+@pytest.mark.parametrize("environment, label", [
+    ({"device": "cpu", "cpu": "AMD EPYC", "gpu": None}, "cpu (AMD EPYC)"),
+    ({"device": "cuda:0", "cpu": "AMD EPYC", "gpu": {"name": "NVIDIA H200"}}, "NVIDIA H200"),
+    ({"device": "cuda:0", "cpu": "AMD EPYC", "gpu": {"name": ""}}, "cuda:0"),
+    ({"device": "cpu"}, "cpu"),
+    ({"device": None, "cpu": "AMD EPYC"}, "unknown"),
+])
+def test_the_device_label_names_the_gpu_else_the_cpu_model(environment: dict, label: str) -> None:
+    doc = json.loads(GOLDEN.read_text())
+    doc["environment"] = environment
+    receipt = decode(Receipt, doc, "golden")
+    assert receipt.device_label == label
+    assert receipt.device == (environment["gpu"]["name"] if (environment.get("gpu") or {}).get("name")
+                              else str(environment.get("device", "unknown")))
