@@ -117,3 +117,54 @@ def test_long_receipt_names_are_shortened_and_nothing_is_clipped(kind: str) -> N
 
     named = [t.get_text() for t in fig.findobj(Text) if "a-receipt-name" in t.get_text()]
     assert named and all("…" in t for t in named), named  # shortened wherever a name is shown
+
+
+def _mixed_pair() -> tuple[Receipt, Receipt]:
+    """BASE and HEAD whose rows get every kind of verdict, some flagged (markers and legend)."""
+    import numpy as np
+
+    from tests.support import synthetic_receipt
+
+    rng = np.random.default_rng(7)
+
+    def rounds(scale: float, n: int = 3, spread: float = 0.01) -> list[Any]:
+        return [rng.lognormal(np.log(1e6 * scale), spread, 40) for _ in range(n)]
+
+    base = {("torch-eager", "invoice"): rounds(1.0), ("torch-eager", "outage"): rounds(1.0),
+            ("torch-eager", "video"): rounds(1.0), ("torch-compile", "invoice"): rounds(1.0, spread=0.3),
+            ("torch-compile", "outage"): rounds(1.0, 1, spread=0.5),
+            ("torch-compile", "image"): rounds(1.0)}
+    head = {("torch-eager", "invoice"): rounds(1.4), ("torch-eager", "outage"): rounds(0.6),
+            ("torch-eager", "video"): rounds(1.0), ("torch-compile", "invoice"): rounds(1.05, spread=0.3),
+            ("torch-compile", "outage"): rounds(1.0, 1, spread=0.5),
+            ("torch-compile", "video"): rounds(1.0)}
+
+    def flagged(r: Receipt) -> Receipt:
+        marks = {("torch-eager", "invoice"): (NOISE,), ("torch-eager", "outage"): (UNSETTLED,),
+                 ("torch-compile", "invoice"): (NOISE, UNSETTLED)}
+        return dataclasses.replace(r, results=tuple(
+            dataclasses.replace(x, reasons=(*x.reasons, *marks.get((x.runner, x.case), ())))
+            for x in r.results))
+
+    return flagged(synthetic_receipt(base, repeats=3)), flagged(synthetic_receipt(head, repeats=3))
+
+
+def test_diff_of_mixed_flagged_rows_and_long_names_clips_nothing() -> None:
+    from benchbox.receipts.diff import diff_receipts
+
+    base, head = _mixed_pair()
+    verdicts = {r.verdict for r in diff_receipts(base, head).rows}
+    assert {"slower", "faster", "unchanged", "unresolved", "unreliable", "new", "removed"} <= verdicts
+    long = "a-receipt-name-from-a-nightly-job-on-a-branch-with-a-long-name-" * 2
+    fig = figure([LabelledReceipt(long + "base", base), LabelledReceipt(long + "head", head)], "diff")
+    assert _inside(fig) == []
+    (legend,) = fig.legends
+    labels = [t.get_text() for t in legend.get_texts()]
+    assert sum("noisy" in t or "unsettled" in t for t in labels) == 3  # every flag kind in the legend
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    legend_box = legend.get_window_extent(renderer)
+    under = [t for t in fig.texts if t.get_window_extent(renderer).y1 <= legend_box.y0 + 1]
+    assert under and all(t.get_window_extent(renderer).y1 <= legend_box.y0 + 1 for t in under)
+    above = [ax.xaxis.label.get_window_extent(renderer) for ax in fig.axes if ax.get_xlabel()]
+    assert above and all(b.y0 >= legend_box.y1 - 1 for b in above)  # no overlap with the axis labels
