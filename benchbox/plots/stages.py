@@ -12,6 +12,7 @@ from benchbox.plots._common import (
     LABEL_CHARS,
     STAGE_COLOURS,
     LabelledReceipt,
+    Measure,
     caption,
     check_same_contract,
     fmt_value,
@@ -32,6 +33,33 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 BAR_H = 0.62
+#: the gap between a bar's end and its note, in points
+NOTE_GAP_PT = 6.0
+NOTE_FONT = BASE_FONT - 1
+
+
+def _note(r: Any, unit: Any, total: float, region_share: float | None) -> str:
+    """What a bar's end says: the timed p50, the sum of stage medians, the region's share, flags."""
+    note = f"sum {fmt_value(unit(total))} {unit.name}"
+    p50 = r.stat("p50_ns")
+    if isinstance(p50, (int, float)):
+        note = f"timed p50 {fmt_value(unit(p50))} {unit.name} · " + note
+    if region_share is not None:
+        note += f" · region {100 * region_share:.0f}% of it"
+    if not r.valid:
+        note += f" · {r.status}"
+    if r.flags:
+        note += " · " + " & ".join(r.flags)
+    return note
+
+
+def _x_limit(ends: Sequence[tuple[float, float]], panel_in: float, top: float) -> float:
+    """The axis end at which every (bar end, note width in inches) fits inside the panel."""
+    need = top * 1.05
+    for end, width_in in ends:
+        room = max(panel_in - NOTE_GAP_PT / 72 - width_in - 0.05, 0.25 * panel_in)
+        need = max(need, end * panel_in / room)
+    return need
 
 
 def figure(receipts: Sequence[LabelledReceipt]) -> Figure:
@@ -66,6 +94,7 @@ def figure(receipts: Sequence[LabelledReceipt]) -> Figure:
     ax = fig.add_axes((left_in / width, bottom_in / height, panel_in / width, plot_h / height))
     set_value_axis(ax, log=False)
     top = max(totals) if totals else 1.0
+    measure, ends = Measure(), []
 
     for s in slots:
         r = s.row
@@ -95,20 +124,14 @@ def figure(receipts: Sequence[LabelledReceipt]) -> Figure:
         if region_lo is not None and region_hi is not None:
             ax.add_patch(Rectangle((unit(region_lo), s.y - BAR_H / 2 - 0.09), unit(region_hi - region_lo),
                                    BAR_H + 0.18, fill=False, edgecolor="black", lw=1.5, zorder=4))
-        note = f"sum {fmt_value(unit(x))} {unit.name}"
-        p50 = r.stat("p50_ns")
-        if isinstance(p50, (int, float)):
-            note = f"timed p50 {fmt_value(unit(p50))} {unit.name} · " + note
-        if region_lo is not None and region_hi is not None and len(region) < len(stages) and x > 0:
-            note += f" · region {100 * (region_hi - region_lo) / x:.0f}% of it"
-        if not r.valid:
-            note += f" · {r.status}"
-        if r.flags:
-            note += " · " + " & ".join(r.flags)
-        ax.annotate(note, (unit(x), s.y), xytext=(6, 0), textcoords="offset points", va="center",
-                    fontsize=BASE_FONT - 1, color="#333333" if r.valid else "#666666")
+        share = ((region_hi - region_lo) / x if region_lo is not None and region_hi is not None
+                 and len(region) < len(stages) and x > 0 else None)
+        note = _note(r, unit, x, share)
+        ends.append((unit(x), measure.text(note, fontsize=NOTE_FONT)[0]))
+        ax.annotate(note, (unit(x), s.y), xytext=(NOTE_GAP_PT, 0), textcoords="offset points", va="center",
+                    fontsize=NOTE_FONT, color="#333333" if r.valid else "#666666")
 
-    ax.set_xlim(0, unit(top) * 1.42)
+    ax.set_xlim(0, _x_limit(ends, panel_in, unit(top)))
     ax.set_xlabel(f"median time per stage ({unit.name}), stacked in pipeline order", fontsize=BASE_FONT)
     ax.grid(axis="x", color="#e6e6e6", lw=0.8, zorder=0)
     ax.tick_params(labelsize=BASE_FONT)

@@ -12,7 +12,7 @@ from benchbox.plots import figure
 from benchbox.plots._common import FLAG_MARKERS, LABEL_CHARS, LabelledReceipt
 from benchbox.receipts import load_receipt
 from benchbox.receipts.model import Receipt
-from tests.support import GOLDEN
+from tests.support import GOLDEN, REPO
 
 NOISE = "noise: coefficient of variation 31.0% exceeds 20%"
 UNSETTLED = "unsettled: second-half median +12.0% from the first half"
@@ -168,3 +168,12 @@ def test_diff_of_mixed_flagged_rows_and_long_names_clips_nothing() -> None:
     assert under and all(t.get_window_extent(renderer).y1 <= legend_box.y0 + 1 for t in under)
     above = [ax.xaxis.label.get_window_extent(renderer) for ax in fig.axes if ax.get_xlabel()]
     assert above and all(b.y0 >= legend_box.y1 - 1 for b in above)  # no overlap with the axis labels
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "receipts").glob("*.json")), ids=lambda p: p.stem)
+def test_stages_notes_of_the_committed_receipts_fit(path: Any) -> None:
+    """Every note at a bar's end (timed p50, sum, region share, flags) lies inside the figure."""
+    fig = figure([LabelledReceipt(path.stem, load_receipt(path))], "stages")
+    notes = [t.get_text() for t in fig.axes[0].texts if t.get_text().startswith(("timed p50", "sum "))]
+    assert notes
+    assert _inside(fig) == []
