@@ -374,14 +374,25 @@ def fmt_value(v: float) -> str:
     return f"{v:.3g}"
 
 
-def set_value_axis(ax: Axes, log: bool, axis: str = "x", dense: bool = True) -> None:
-    """Log or linear axis with plain tick labels; ``dense`` adds 2× and 5× ticks on a log axis."""
+def log_subs(decades: float) -> tuple[float, ...]:
+    """Where a log axis spanning ``decades`` puts its labelled ticks within each decade: enough to
+    give at least four in view, few enough that their labels do not crowd."""
+    if decades < 1.5:
+        return (1.0, 2.0, 5.0)
+    if decades < 3.2:
+        return (1.0, 3.0)
+    return (1.0,)
+
+
+def set_value_axis(ax: Axes, log: bool, axis: str = "x", decades: float = 0.0) -> None:
+    """Log or linear axis with plain tick labels; on a log axis the ticks :func:`log_subs` picks for
+    data spanning ``decades``."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     target = ax.xaxis if axis == "x" else ax.yaxis
     if log:
         (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
-        target.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0) if dense else (1.0,)))
+        target.set_major_locator(LogLocator(base=10, subs=log_subs(decades)))
         target.set_minor_formatter(NullFormatter())
     target.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
 

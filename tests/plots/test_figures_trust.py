@@ -177,3 +177,23 @@ def test_stages_notes_of_the_committed_receipts_fit(path: Any) -> None:
     notes = [t.get_text() for t in fig.axes[0].texts if t.get_text().startswith(("timed p50", "sum "))]
     assert notes
     assert _inside(fig) == []
+
+
+@pytest.mark.parametrize("decades", [1.2, 1.8, 2.5, 4.0])
+def test_ecdf_log_panels_get_enough_labelled_ticks(decades: float) -> None:
+    """A panel whose samples span many decades still reads: at least 4 labelled ticks in view."""
+    import numpy as np
+
+    from tests.support import synthetic_receipt
+
+    samples = np.geomspace(1e5, 1e5 * 10 ** decades, 60)
+    r = synthetic_receipt({("torch-eager", "invoice"): [samples]})
+    fig = figure([LabelledReceipt("g", r)], "ecdf")
+    fig.canvas.draw()
+    (ax,) = fig.axes
+    assert ax.get_xscale() == "log"
+    lo, hi = ax.get_xlim()
+    labelled = [t.label1.get_text() for t in ax.xaxis.get_major_ticks()
+                if lo <= t.get_loc() <= hi and t.label1.get_visible() and t.label1.get_text()]
+    assert len(labelled) >= 4, labelled
+    assert len(labelled) <= 12, labelled  # and not crowded
