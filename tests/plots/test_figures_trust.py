@@ -197,3 +197,39 @@ def test_ecdf_log_panels_get_enough_labelled_ticks(decades: float) -> None:
                 if lo <= t.get_loc() <= hi and t.label1.get_visible() and t.label1.get_text()]
     assert len(labelled) >= 4, labelled
     assert len(labelled) <= 12, labelled  # and not crowded
+
+
+@pytest.mark.parametrize("flags", [(NOISE,), (UNSETTLED,), (NOISE, UNSETTLED)])
+def test_stages_marks_a_flagged_row_at_its_bar(flags: tuple[str, ...]) -> None:
+    r = _receipt(flags)
+    fig = figure([LabelledReceipt("g", r)], "stages")
+    a, b = r.results[0], r.results[1]
+    kind = tuple(k for k, prefix in (("noisy", "noise:"), ("unsettled", "unsettled:"))
+                 if any(x.startswith(prefix) for x in a.reasons))
+    assert kind and b.reasons is not None
+    assert _line(fig, f"g/{a.runner}/{a.case}/flag").get_marker() == FLAG_MARKERS[kind]
+    assert not [x for ax in fig.axes for x in ax.get_lines() if x.get_gid() == f"g/{b.runner}/{b.case}/flag"]
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert any(t.startswith(("noisy", "unsettled")) for t in labels), labels
+    assert _inside(fig) == []
+
+
+def test_stages_value_axis_stays_within_twice_the_longest_bar() -> None:
+    """Long notes widen the panel rather than stretch the axis past 2× the longest bar."""
+    r = _receipt((NOISE, UNSETTLED))
+    fig = figure([LabelledReceipt("g", r)], "stages")
+    ax = fig.axes[0]
+    ends = [p.get_x() + p.get_width() for p in ax.patches if hasattr(p, "get_x") and p.get_width() > 0]
+    assert ax.get_xlim()[1] <= 2 * max(ends)
+    assert _inside(fig) == []
+
+
+def test_stages_layout_widens_the_panel_past_twice_the_longest_bar() -> None:
+    from benchbox.plots.stages import MAX_STRETCH, layout
+
+    xmax, panel = layout([(10.0, 3.0), (4.0, 2.0)], top=10.0, panel_in=10.0)
+    assert xmax <= MAX_STRETCH * 10.0 and panel == 10.0
+    assert 10.0 / xmax * panel + 3.0 <= panel  # the longest bar's note fits
+    xmax, panel = layout([(10.0, 7.0), (4.0, 2.0)], top=10.0, panel_in=10.0)  # a note too long to fit
+    assert xmax == MAX_STRETCH * 10.0 and panel > 10.0
+    assert 10.0 / xmax * panel + 7.0 <= panel and 4.0 / xmax * panel + 2.0 <= panel
