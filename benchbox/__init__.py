@@ -13,7 +13,7 @@ The Python API (``docs/api.md`` has the whole page)::
 - ``run(config=None, /, *, reporter=None, progress=None, **fields)`` → ``RunOutcome``
 - ``load_receipt(path)`` → ``Receipt``
 - ``diff(base, head, *, threshold, metric, alpha, accept)`` → ``DiffResult``
-- ``plot(receipts, output, kind, threshold)`` → ``Path``
+- ``plot(receipts, output, kind, threshold, *, metric, accept)`` → ``Path``
 - ``export(receipt, fmt, output=None)`` → ``Path``
 - ``Task``, ``Case`` (write a task), ``Runner`` (write a runner), ``RunConfig``,
   ``Receipt``, ``Reporter`` (follow a run's phases), ``load_contract``, ``UsageError``

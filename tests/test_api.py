@@ -59,3 +59,31 @@ def test_the_example_runs(tmp_path: Path) -> None:
     assert r.stdout.count("diff torch-eager × ") == 2
     assert (tmp_path / "diff.png").stat().st_size > 0
     assert (tmp_path / "base.pyperf.json").is_file() and (tmp_path / "head.pyperf.json").is_file()
+
+
+def test_help_of_benchbox_run_gives_the_functions_signature() -> None:
+    """``benchbox.run`` is a package that can be called: its signature and help are the function's."""
+    import inspect
+    import pydoc
+
+    from benchbox.api import run
+
+    assert inspect.signature(benchbox.run) == inspect.signature(run)
+    assert "reporter" in str(inspect.signature(benchbox.run))
+    shown = pydoc.render_doc(benchbox.run, renderer=pydoc.plaintext)
+    assert f"benchbox.run{inspect.signature(run)}" in shown
+    assert inspect.getdoc(run).splitlines()[0] in shown
+
+
+def test_api_page_names_every_plot_kind_and_keyword() -> None:
+    import inspect
+
+    from benchbox.api import plot
+    from benchbox.plots import KINDS
+
+    page = (REPO / "docs" / "api.md").read_text()
+    row = next(line for line in page.splitlines() if line.startswith("| `plot("))
+    for name in inspect.signature(plot).parameters:
+        assert name in row, name
+    for kind in KINDS:
+        assert f"`{kind}`" in row, kind

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchbox.errors import UsageError
-from benchbox.plots._common import LabelledReceipt, display_text, for_display, plain_text
+from benchbox.plots._common import SAVE_DPI, LabelledReceipt, display_text, for_display, plain_text
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -104,7 +104,7 @@ def save(fig: Figure, out: Path, fmt: str) -> None:
         raise UsageError(f"{out}: folder {out.parent} does not exist")
     try:
         with plain_text():
-            fig.savefig(out, format=fmt, dpi=150, metadata={"Software": "benchbox"}
+            fig.savefig(out, format=fmt, dpi=SAVE_DPI, metadata={"Software": "benchbox"}
                         if fmt == "png" else {"Creator": "benchbox"})
     except OSError as e:
         raise UsageError(f"{out}: cannot write: {e.strerror or e}") from None

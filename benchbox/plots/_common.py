@@ -35,6 +35,8 @@ STAGE_COLOURS: dict[str, str] = {
 INVALID_COLOUR = "#9a9a9a"
 RECEIPT_LINESTYLES = ("-", "--", ":", "-.")
 BASE_FONT = 9
+#: the resolution figures are written at (text is measured at it too)
+SAVE_DPI = 150
 #: the longest row label a figure shows (longer ones keep both ends around an ellipsis)
 LABEL_CHARS = 40
 
@@ -266,6 +268,67 @@ def caption(fig: Figure, text: str) -> None:
              fontsize=BASE_FONT - 1, color="#444444", style="italic", wrap=True)
 
 
+#: the caption's font: what :func:`caption` draws and :meth:`Measure.wrap` measures
+CAPTION_FONT: dict[str, Any] = {"fontsize": BASE_FONT - 1, "style": "italic"}
+
+
+class Measure:
+    """Sizes of text and legends in inches, measured with the Agg renderer before a figure is laid
+    out, so a figure can be made as large as what it will hold. Hinting makes text some 10% wider at
+    :data:`SAVE_DPI` than on a 100-dpi canvas: each size is the larger of the two."""
+
+    def __init__(self) -> None:
+        self.figs = []
+        for dpi in (100, SAVE_DPI):
+            fig = new_figure(8.0, 4.0)
+            fig.set_dpi(dpi)
+            self.figs.append((fig, fig.canvas.get_renderer()))
+
+    def text(self, text: str, **font: Any) -> tuple[float, float]:
+        """(width, height) of ``text`` drawn with ``font`` (keywords of ``Figure.text``)."""
+        sizes = []
+        for fig, renderer in self.figs:
+            t = fig.text(0, 0, text, **font)
+            bb = t.get_window_extent(renderer)
+            t.remove()
+            sizes.append((bb.width / fig.dpi, bb.height / fig.dpi))
+        return float(max(w for w, _ in sizes)), float(max(h for _, h in sizes))
+
+    def wrap(self, text: str, width_in: float, max_lines: int | None = None, **font: Any) -> str:
+        """``text`` wrapped so that every line is at most ``width_in`` wide; with ``max_lines``,
+        the last line kept ends in … when text was cut."""
+        import textwrap
+
+        def lines(chars: int) -> list[str]:
+            out = textwrap.wrap(text, max(chars, 4))
+            if max_lines is not None and len(out) > max_lines:
+                out = out[:max_lines - 1] + [out[max_lines - 1][: max(chars, 4) - 1].rstrip() + "…"]
+            return out
+
+        def fits(chars: int) -> bool:
+            return all(self.text(line, **font)[0] <= width_in for line in lines(chars))
+
+        lo, hi = 4, max(len(text), 4)
+        while lo < hi:  # the most characters per line that fit
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+        return "\n".join(lines(lo))
+
+    def legend(self, handles: Sequence[Any], width_in: float, max_cols: int = 6,
+               **kw: Any) -> tuple[int, float]:
+        """(columns, height in inches) of the widest legend of ``handles`` that fits ``width_in``."""
+        for ncol in range(min(len(handles), max_cols), 0, -1):
+            sizes = []
+            for fig, renderer in self.figs:
+                leg = fig.legend(handles=handles, ncol=ncol, frameon=False, **kw)
+                bb = leg.get_window_extent(renderer)
+                leg.remove()
+                sizes.append((bb.width / fig.dpi, bb.height / fig.dpi))
+            if max(w for w, _ in sizes) <= width_in or ncol == 1:
+                return ncol, float(max(h for _, h in sizes))
+        return 1, 0.0
+
+
 @dataclass(frozen=True)
 class TimeUnit:
     """A display unit for nanosecond values."""
@@ -307,14 +370,25 @@ def fmt_value(v: float) -> str:
     return f"{v:.3g}"
 
 
-def set_value_axis(ax: Axes, log: bool, axis: str = "x", dense: bool = True) -> None:
-    """Log or linear axis with plain tick labels; ``dense`` adds 2× and 5× ticks on a log axis."""
+def log_subs(decades: float) -> tuple[float, ...]:
+    """Where a log axis spanning ``decades`` puts its labelled ticks within each decade: enough to
+    give at least four in view, few enough that their labels do not crowd."""
+    if decades < 1.5:
+        return (1.0, 2.0, 5.0)
+    if decades < 3.2:
+        return (1.0, 3.0)
+    return (1.0,)
+
+
+def set_value_axis(ax: Axes, log: bool, axis: str = "x", decades: float = 0.0) -> None:
+    """Log or linear axis with plain tick labels; on a log axis the ticks :func:`log_subs` picks for
+    data spanning ``decades``."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     target = ax.xaxis if axis == "x" else ax.yaxis
     if log:
         (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
-        target.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0) if dense else (1.0,)))
+        target.set_major_locator(LogLocator(base=10, subs=log_subs(decades)))
         target.set_minor_formatter(NullFormatter())
     target.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
 

@@ -14,17 +14,18 @@ from typing import TYPE_CHECKING, Any
 from benchbox.errors import UsageError
 from benchbox.plots._common import (
     BASE_FONT,
+    CAPTION_FONT,
     FLAG_LABELS,
     FLAG_MARKERS,
     LABEL_CHARS,
     LabelledReceipt,
+    Measure,
     caption,
     context_line,
     ellipsize,
     new_figure,
     rows_of,
     runner_colour,
-    two_lines,
 )
 
 if TYPE_CHECKING:
@@ -59,6 +60,24 @@ def _flags(receipts: Sequence[LabelledReceipt]) -> dict[tuple[str, str], tuple[s
     return {k: tuple(f for f in ("noisy", "unsettled") if f in v) for k, v in out.items()}
 
 
+def _handles(rows: Sequence[DiffRow], flags: dict[tuple[str, str], tuple[str, ...]],
+             threshold: float) -> list[Any]:
+    """The legend: verdict colours, the threshold band, the flag markers and hatch that occur."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles: list[Any] = [Line2D([], [], color=c, marker="o", lw=1.4, label=v)
+                          for v, c in VERDICT_COLOURS.items()]
+    handles.append(Patch(facecolor="#dfe8f2", label=f"±{threshold:.0%} threshold band"))
+    handles += [Line2D([], [], ls="", marker=FLAG_MARKERS[f], color="#444444", ms=6,
+                       label=f"{FLAG_LABELS[f]} (either side)") for f in FLAG_MARKERS
+                if f and f in set(flags.values())]
+    if any(r.verdict in NO_RATIO for r in rows):
+        handles.append(Patch(facecolor="#f2f2f2", edgecolor="#b0b0b0", hatch="///",
+                             label="no ratio (new, removed, invalid, unreliable or not comparable)"))
+    return handles
+
+
 def figure(receipts: Sequence[LabelledReceipt], threshold: float = 0.05, options: Any = None) -> Figure:
     """Ratio HEAD/BASE of p50 and p99 with intervals; the ±threshold band shaded.
 
@@ -66,8 +85,6 @@ def figure(receipts: Sequence[LabelledReceipt], threshold: float = 0.05, options
     those of ``benchbox diff --threshold``): a metric the diff does not judge (p99 under
     the default ``--metric p50``) is drawn as not judged.
     """
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
     from benchbox.receipts.diff import DiffOptions, diff_receipts
@@ -105,7 +122,20 @@ def figure(receipts: Sequence[LabelledReceipt], threshold: float = 0.05, options
     panel_in, notes_in = 3.6, 3.9
     width = left_in + 2 * panel_in + 0.3 + 0.35 + notes_in + 0.2
     plot_h = 0.27 * (y + 0.6)
-    top_in, bottom_in = 0.95, 1.45
+    # the bottom holds the axis labels, the legend and the caption, each as large as measured
+    measure = Measure()
+    handles = _handles(rows, flags, threshold)
+    ncol, legend_in = measure.legend(handles, width - 0.3, fontsize=BASE_FONT)
+    counts = ", ".join(f"{n} {v}" for v, n in result.counts().items())
+    notes = "; ".join(result.notes)
+    text = (f"Rows matched by (task, case, runner): {counts}. Ratio < 1 means HEAD is "
+            "faster. Points are coloured by each quantile's own verdict; the row's verdict (left, "
+            "right) combines them. Intervals and verdicts as in `benchbox diff --threshold "
+            f"{threshold * 100:g} --metric {opts.metric}`." + (f" Notes: {notes}." if notes else ""))
+    text = measure.wrap(text, width - 0.3, **CAPTION_FONT)
+    caption_in = measure.text(text, **CAPTION_FONT)[1]
+    legend_at = 0.08 + caption_in + 0.15
+    top_in, bottom_in = 0.95, legend_at + legend_in + 0.1 + 0.55
     height = top_in + plot_h + bottom_in
     fig = new_figure(width, height)
     fb, fh = bottom_in / height, plot_h / height
@@ -177,35 +207,20 @@ def figure(receipts: Sequence[LabelledReceipt], threshold: float = 0.05, options
                        sharey=axes[0])
     nax.set_axis_off()
     nax.set_title("verdict", fontsize=BASE_FONT + 1, loc="left")
-    limit = int(notes_in / 0.062)
+    note_font = {"fontsize": BASE_FONT - 1.5, "linespacing": 1.0}
     for sy, _t, r in slots:
         if r is None:
             continue
-        text = r.verdict + (f": {r.reason}" if r.reason else "")
-        nax.text(0.0, sy, two_lines(_trim(text, 3 * limit), limit), va="center", ha="left",
-                 fontsize=BASE_FONT - 1.5,
-                 linespacing=1.0, color=VERDICT_COLOURS.get(r.verdict, "#555555"),
-                 transform=nax.get_yaxis_transform())
+        note = _trim(r.verdict + (f": {r.reason}" if r.reason else ""), 3 * int(notes_in / 0.062))
+        nax.text(0.0, sy, measure.wrap(note, notes_in - 0.05, max_lines=2, **note_font), va="center",
+                 ha="left", color=VERDICT_COLOURS.get(r.verdict, "#555555"),
+                 transform=nax.get_yaxis_transform(), **note_font)
 
-    handles: list[Any] = [Line2D([], [], color=c, marker="o", lw=1.4, label=v)
-                          for v, c in VERDICT_COLOURS.items()]
-    handles.append(Patch(facecolor="#dfe8f2", label=f"±{threshold:.0%} threshold band"))
-    handles += [Line2D([], [], ls="", marker=FLAG_MARKERS[f], color="#444444", ms=6,
-                       label=f"{FLAG_LABELS[f]} (either side)") for f in FLAG_MARKERS
-                if f and f in set(flags.values())]
-    if any(r.verdict in NO_RATIO for r in rows):
-        handles.append(Patch(facecolor="#f2f2f2", edgecolor="#b0b0b0", hatch="///",
-                             label="no ratio (new, removed, invalid, unreliable or not comparable)"))
-    fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.35 / height),
-               ncol=min(len(handles), 6), fontsize=BASE_FONT, frameon=False)
+    fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, legend_at / height),
+               ncol=ncol, fontsize=BASE_FONT, frameon=False)
     fig.text(0.5, 1 - 0.12 / height, f"HEAD {names['HEAD']} vs BASE {names['BASE']}: ratio of quantiles "
              "per matched row", ha="center", va="top", fontsize=BASE_FONT + 3, fontweight="bold")
     fig.text(0.5, 1 - 0.42 / height, context_line(receipts), ha="center", va="top", fontsize=BASE_FONT,
              color="#333333")
-    counts = ", ".join(f"{n} {v}" for v, n in result.counts().items())
-    notes = "; ".join(result.notes)
-    caption(fig, f"Rows matched by (task, case, runner): {counts}. Ratio < 1 means HEAD is "
-                 "faster. Points are coloured by each quantile's own verdict; the row's verdict (left, "
-                 "right) combines them. Intervals and verdicts as in `benchbox diff --threshold "
-                 f"{threshold * 100:g} --metric {opts.metric}`." + (f" Notes: {notes}." if notes else ""))
+    caption(fig, text)
     return fig

@@ -38,7 +38,7 @@ def _panel(ax: Any, here: Sequence[Row], unit: Any, multi: bool, first_col: bool
     vals = [unit(v) for r in here for v in r.samples_ns]
     log = wide_spread(vals, 10.0)
     lo_hi = (max(min(vals), 1e-12), max(max(vals), 1e-12)) if vals else (1.0, 1.0)  # all zero: no span
-    set_value_axis(ax, log, dense=bool(vals) and math.log10(lo_hi[1] / lo_hi[0]) < 1.5)
+    set_value_axis(ax, log, decades=math.log10(lo_hi[1] / lo_hi[0]))
     if not log:
         from matplotlib.ticker import MaxNLocator
 

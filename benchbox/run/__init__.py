@@ -8,10 +8,12 @@ The package itself is callable: ``benchbox.run(...)`` is :func:`benchbox.api.run
 of RunConfig as keywords), whether or not this package was imported before.
 """
 
+import inspect
 import sys
 import types
 from typing import Any
 
+from benchbox.api import run as _api_run
 from benchbox.run.config import DEFAULT_RUNNERS, RunConfig
 
 __all__ = ["DEFAULT_RUNNERS", "Interrupted", "RunConfig", "RunOutcome", "model_facts", "out_paths", "run"]
@@ -35,12 +37,14 @@ def __getattr__(name: str) -> Any:
 
 
 class _CallableModule(types.ModuleType):
-    """``benchbox.run`` is this package once imported; calling it runs :func:`benchbox.api.run`."""
+    """``benchbox.run`` is this package once imported; calling it runs :func:`benchbox.api.run`,
+    whose signature it has (``inspect.signature``, ``help``)."""
+
+    __signature__ = inspect.signature(_api_run)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from benchbox.api import run as api_run
-
-        return api_run(*args, **kwargs)
+        return _api_run(*args, **kwargs)
 
 
+__doc__ = f"{__doc__}\nbenchbox.run{inspect.signature(_api_run)}\n\n{inspect.getdoc(_api_run)}\n"
 sys.modules[__name__].__class__ = _CallableModule

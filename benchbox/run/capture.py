@@ -23,7 +23,8 @@ REPORT_CHARS = 4000
 
 
 class OutputLog:
-    """Captured output of a run, by phase; written to ``path`` as it comes."""
+    """Captured output of a run, by phase; each phase's is written to ``path`` (and echoed) when
+    the phase ends."""
 
     def __init__(self, path: Path | None, echo: Callable[[str], None] | None = None) -> None:
         self.path, self.echo = path, echo

@@ -95,8 +95,8 @@ class TaskInfo:
 def describe_tasks(specs: tuple[str, ...] | list[str] | None = None) -> list[TaskInfo]:
     """Tasks (the built-in ones by default) with every size's parameter count and the cases.
 
-    Counts come from ``Task.parameter_count``, i.e. from the model the task builds (the
-    built-in task builds large sizes on the ``meta`` device, allocating nothing).
+    Counts come from ``Task.parameter_count``: by default from the model the task builds; the
+    built-in task counts from each size's shapes, building nothing (and not importing torch).
     """
     out = []
     for spec in specs or list(builtin_tasks()):

@@ -143,18 +143,54 @@ def test_pyperf_has_one_run_per_round_and_the_environment(rounds_receipt: Path, 
         assert meta.get("benchbox_commit") == commit
 
 
-def test_pyperf_compare_to_reads_exports_of_unequal_sample_counts(pair: tuple[Path, Path],
-                                                                   rounds_receipt: Path,
-                                                                   tmp_path: Path) -> None:
+def _compare_to(a: Path, b: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pyperf", "compare_to", str(a), str(b)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def _first_samples(receipt: Path, n: int, out: Path) -> None:
+    """The receipt with each row cut to its first ``n`` samples: the same measurements, fewer."""
+    doc = json.loads(receipt.read_text())
+    for row in doc["results"]:
+        row["samples_ns"] = row["samples_ns"][:n]
+        row["stages_ns"] = {k: v[:n] for k, v in row["stages_ns"].items()}
+        row["round_sizes"] = [n]
+    out.write_text(json.dumps(doc))
+
+
+SIGNIFICANCE_ERROR = "ERROR when testing if values are significant"
+
+
+def test_pyperf_compare_to_calls_every_difference_of_unequal_counts_significant(
+        pair: tuple[Path, Path], tmp_path: Path) -> None:
+    """What README says of pyperf: its t-test needs equal counts; with unequal ones compare_to
+    prints an error per benchmark, exits 0 and reports even the same samples as a change."""
+    a, cut = tmp_path / "a.json", tmp_path / "cut.json"
+    _export(pair[0], "pyperf", a)  # 20 samples per case
+    _first_samples(pair[0], 15, tmp_path / "first15.json")
+    _export(tmp_path / "first15.json", "pyperf", cut)  # 15 of those same samples
+    same = _compare_to(a, a)  # equal counts: the t-test runs and hides both as not significant
+    assert same.returncode == 0 and SIGNIFICANCE_ERROR not in same.stdout
+    assert "hidden because not significant (2)" in same.stdout, same.stdout
+    cmp = _compare_to(a, cut)
+    assert cmp.returncode == 0, cmp.stderr
+    assert cmp.stdout.count(SIGNIFICANCE_ERROR) == 2, cmp.stdout
+    assert "not significant" not in cmp.stdout.lower(), cmp.stdout  # nothing hidden: all "significant"
+    for case in ("alpha", "beta"):
+        block = cmp.stdout.split(f"sleepy/{case}/torch-eager", 1)[1].split("\n\n", 2)[1]
+        assert "slower" in block or "faster" in block, block
+
+
+def test_pyperf_reads_exports_of_unequal_sample_counts(pair: tuple[Path, Path], rounds_receipt: Path,
+                                                      tmp_path: Path) -> None:
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     _export(pair[0], "pyperf", a)        # 20 samples per case, one round
     _export(rounds_receipt, "pyperf", b)  # 150 samples per case, two rounds
-    cmp = subprocess.run([sys.executable, "-m", "pyperf", "compare_to", "--table", str(a), str(b)],
-                         capture_output=True, text=True, timeout=120)
+    cmp = _compare_to(a, b)
     assert cmp.returncode == 0, cmp.stderr
     for case in ("alpha", "beta"):
-        line = next(ln for ln in cmp.stdout.splitlines() if f"sleepy/{case}/torch-eager" in ln)
-        assert "faster" in line or "slower" in line or "not significant" in line, line
+        assert f"sleepy/{case}/torch-eager" in cmp.stdout
+    assert cmp.stdout.count(SIGNIFICANCE_ERROR) == 2, cmp.stdout
     meta = subprocess.run([sys.executable, "-m", "pyperf", "metadata", str(b)], capture_output=True,
                           text=True, timeout=120)
     assert meta.returncode == 0 and "benchbox_device: cpu" in meta.stdout, meta.stdout[-2000:]
