@@ -13,8 +13,10 @@ import types
 from typing import Any
 
 from benchbox.run.config import DEFAULT_RUNNERS, RunConfig
+from benchbox.run.factory import RunnerClasses, RunnerFactory
 
-__all__ = ["DEFAULT_RUNNERS", "Interrupted", "RunConfig", "RunOutcome", "model_facts", "out_paths", "run"]
+__all__ = ["DEFAULT_RUNNERS", "Interrupted", "RunConfig", "RunOutcome", "RunnerClasses", "RunnerFactory",
+           "model_facts", "out_paths", "run"]
 
 
 

@@ -6,7 +6,8 @@ each case: validate (accuracy) → sample → record → finish.
 Each runner is prepared (built, compiled) once and each case validated once; every
 contract then gets its own samples and its own receipt, written after each
 (runner, case). The seams (``clock``, ``runner_factory``, ``task``) let tests put fakes
-in without touching module globals.
+in without touching module globals: ``runner_factory`` (:mod:`benchbox.run.factory`) says
+which runners exist, checks their options and availability, and makes them and the reference.
 """
 
 from __future__ import annotations
@@ -30,15 +31,15 @@ from benchbox.receipts.model import Calibration, Receipt, ResultRow
 from benchbox.run.capture import OutputLog
 from benchbox.run.config import RunConfig
 from benchbox.run.contain import contained, describe
+from benchbox.run.factory import REGISTERED, RunnerFactory
 from benchbox.run.interrupt import Stop
 from benchbox.run.limits import TimeLimit
 from benchbox.run.output import Output
 from benchbox.run.progress import LineReporter, Reporter, RunPlan, passes
-from benchbox.runners import Runner, availability, make_runner
+from benchbox.runners import Runner
 from benchbox.tasks import CallTrace, Case, Task, check_task_metadata, load_task
 
 Progress = Callable[[str], None]
-RunnerFactory = Callable[[str, str, dict[str, Any]], Runner]
 
 
 @dataclass
@@ -73,13 +74,17 @@ def model_facts(model: Any) -> dict[str, Any]:
 
 
 def run(cfg: RunConfig, progress: Progress = lambda s: None, *, reporter: Reporter | None = None,
-        clock: HostClock = host_clock, runner_factory: RunnerFactory = make_runner,
+        clock: HostClock = host_clock, runner_factory: RunnerFactory = REGISTERED,
         task: Task | None = None, points: Sequence[tuple[Contract, Path]] | None = None) -> RunOutcome:
     """Measure every (runner, case); write the receipts after each one.
 
     ``reporter`` receives the phases and progress (:mod:`benchbox.run.progress`); without one,
     ``progress`` gets one plain line per step. Library output (warnings, compiler logs) is
     captured into each runner report's ``log`` and a ``.log`` file next to the receipt.
+
+    ``clock`` is the harness's host clock (stamps and preparation phases); ``runner_factory``
+    says which runners exist and makes them (:class:`~benchbox.run.factory.RunnerClasses` runs
+    classes of one's own); ``task``, when given, is measured in place of ``cfg.task``.
 
     ``points`` (a sweep): contracts already resolved (the same contract under several
     arrivals, say), each with its receipt path, in place of the configuration's contracts.
@@ -135,7 +140,7 @@ class _Run:
 
     def execute(self) -> RunOutcome:
         cfg = self.cfg
-        cfg.validate()
+        cfg.validate(self.runner_factory)
         self.contracts = self._contracts()
         self.output = Output.claim(cfg.out, [c.name for c in self.contracts], cfg.overwrite,
                                    paths=[p for _, p in self.points] if self.points is not None else None)
@@ -301,7 +306,7 @@ class _Run:
         facts = model_facts(ref_model)
         self.receipts.update(lambda i, r: dataclasses.replace(
             r, task=dataclasses.replace(r.task, **facts)))
-        ref_runner = make_runner("torch-eager", "cpu")
+        ref_runner = self.runner_factory.reference()
         harness = Harness(self.contracts[0], self.clock)
         self.example = task.preprocess(task.parse(self.cases[0].request))
         ref_runner.prepare(ref_task, ref_model, self.example, PhaseTimer(self.clock))
@@ -344,7 +349,7 @@ class _Run:
             return None
         phases = PhaseTimer(self.clock)
         try:
-            runner = self.runner_factory(name, self.cfg.device, opts)
+            runner = self.runner_factory.make(name, self.cfg.device, opts)
             runner.apply_policy(self.contracts[0].policy)
             self.reporter.phase("compile", name)
             with self.stop.preparing(), self.log.capture(f"{name}: compile", name):
@@ -489,7 +494,7 @@ class _Run:
     def _availability(self, name: str, opts: dict[str, Any]) -> str | None:
         """The runner's availability; a check that itself crashes makes the runner unavailable."""
         try:
-            return availability(name, self.cfg.device, opts)
+            return self.runner_factory.availability(name, self.cfg.device, opts)
         except UsageError:
             raise
         except Exception as e:
@@ -499,7 +504,7 @@ class _Run:
         """What a runner that cannot run here can still tell (build facts); never samples."""
         phases = PhaseTimer(self.clock)
         try:
-            runner = self.runner_factory(name, self.cfg.device, opts)
+            runner = self.runner_factory.make(name, self.cfg.device, opts)
             runner.apply_policy(self.contracts[0].policy)
             facts = runner.gather_facts(self.task, self.example, phases)
         except UsageError:
