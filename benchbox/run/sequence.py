@@ -327,17 +327,17 @@ class _Run:
 
     # -- for each runner: prepare, then each case ---------------------------------------------
     def _measure_runner(self, name: str) -> None:
-        got = self._prepare_runner(name)
+        got = self.prepare_runner(name)
         if got is None:
             return
         runner, phases = got
         for case in self.cases:
             self.stop.check()
-            rows = self._contained_case(runner, case, phases)
+            rows = self.contained_case(runner, case, phases)
             self._record(rows)
-            self.reporter.case_finished(name, case.name, "\n".join(self._lines(runner.name, case, rows)))
+            self.reporter.case_finished(name, case.name, "\n".join(self.lines(runner.name, case, rows)))
 
-    def _prepare_runner(self, name: str) -> tuple[Runner, PhaseTimer] | None:
+    def prepare_runner(self, name: str) -> tuple[Runner, PhaseTimer] | None:
         """The prepared runner, or None when it cannot run or failed (its rows recorded)."""
         opts = self.cfg.runner_options.get(name, {})
         reason = self._availability(name, opts)
@@ -369,7 +369,7 @@ class _Run:
             return None
         return runner, phases
 
-    def _contained_case(self, runner: Runner, case: Case, phases: PhaseTimer) -> list[ResultRow]:
+    def contained_case(self, runner: Runner, case: Case, phases: PhaseTimer) -> list[ResultRow]:
         """One (runner, case); sys.exit or a BaseException from task or runner code fails its rows."""
         failed = self.reference_failures.get(case.name)
         if failed is None:
@@ -397,15 +397,16 @@ class _Run:
 
     def _measure_case(self, runner: Runner, case: Case, phases: PhaseTimer) -> list[ResultRow]:
         """Validate once (two untimed calls, outside every timed region), then sample every contract."""
-        failed, gates = self._validate(runner, case, phases)
+        failed, gates = self.validate_case(runner, case, phases)
         if failed is not None:
             return failed
         self.reporter.phase("sample", runner.name, case.name)
         with self.log.capture(f"{runner.name} × {case.name}: sample", runner.name):
             results = sample(self.harnesses, self.task, runner, case.request, self.policy, self._counted())
-        return self._rows(runner, case, phases, gates, results)
+        return self.rows(runner, case, phases, gates, results)
 
-    def _validate(self, runner: Runner, case: Case, phases: PhaseTimer) -> tuple[list[ResultRow] | None, Any]:
+    def validate_case(self, runner: Runner, case: Case,
+                      phases: PhaseTimer) -> tuple[list[ResultRow] | None, Any]:
         """(None, the accuracy gates) of one (runner, case), or (its failed rows, None)."""
         n = len(self.contracts)
         label = f"{runner.name} × {case.name}"
@@ -421,8 +422,8 @@ class _Run:
             return [build.failed_row(runner.name, case, error_line(e), report)] * n, None
         return None, gates
 
-    def _rows(self, runner: Runner, case: Case, phases: PhaseTimer, gates: Any,
-              results: Sequence[Any]) -> list[ResultRow]:
+    def rows(self, runner: Runner, case: Case, phases: PhaseTimer, gates: Any,
+             results: Sequence[Any]) -> list[ResultRow]:
         """One row per contract from what sampling gave."""
         rows: list[ResultRow] = []
         for harness, s in zip(self.harnesses, results):
@@ -458,7 +459,7 @@ class _Run:
         entry = self.log.report(runner)
         return {"log": entry} if entry else {}
 
-    def _lines(self, runner: str, case: Case, rows: list[ResultRow]) -> list[str]:
+    def lines(self, runner: str, case: Case, rows: list[ResultRow]) -> list[str]:
         """What a finished case says: one line per contract's row."""
         n = len(self.contracts)
         out = []
