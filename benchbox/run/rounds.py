@@ -121,7 +121,7 @@ class _InRounds:
         for p, s in zip(self.parts, self.last):
             n, k = sum(len(m.samples_ns) for m in p), sum(1 for m in p if m.samples_ns)
             joined = merge(p, stop_reason=f"fixed sample count {n} reached in {k} independent round(s) "
-                                          f"(--repeats {repeats})")
+                                          f"(repeats = {repeats})")
             out.append(dataclasses.replace(s, measurement=joined, shared_with=[]))
         return out
 

@@ -217,7 +217,7 @@ class _Run:
         except BaseException as e:
             if not contained(e):
                 raise
-            raise UsageError(f"--task {self.cfg.task}: loading the task ended in {describe(e)}") from None
+            raise FieldError("task", f"{self.cfg.task}: loading the task ended in {describe(e)}") from None
 
     def _load_task(self) -> tuple[Task, list[Case]]:
         cfg = self.cfg

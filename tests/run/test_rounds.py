@@ -30,7 +30,7 @@ def test_repeats_take_rounds_in_turn_and_keep_each_samples_round(tmp_path: Path)
     assert len(r.results) == 2
     for row in r.results:
         assert row.round_sizes == (4, 4, 4) and len(row.samples_ns) == 12
-        assert "3 independent round(s)" in (row.stop_reason or "")
+        assert "3 independent round(s) (repeats = 3)" in (row.stop_reason or "")
         assert row.steady_state is not None and "within each round" in row.steady_state["method"]
     rounds = [i for i, line in enumerate(lines) if line.startswith("round ")]
     assert len(rounds) == 3
