@@ -17,6 +17,7 @@ schedule keeps every sample taken so far and reports which contracts it cut shor
 
 from __future__ import annotations
 
+import dataclasses
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -81,19 +82,29 @@ def derive(m: Measurement, contract: Contract, leader: Contract) -> Measurement:
                                   f"region ({contract.first}..{contract.last}) read from their stamps")
 
 
-def merge(into: Measurement, part: Measurement, first: bool) -> None:
-    """Append one round's samples to the samples so far."""
-    if part.samples_ns:
-        into.round_sizes.extend(part.rounds())
-    into.samples_ns.extend(part.samples_ns)
-    for s, v in part.stages_ns.items():
-        into.stages_ns.setdefault(s, []).extend(v)
-    if first:
-        into.clock_used, into.warmup = part.clock_used, part.warmup
-        into.clock_note, into.load = part.clock_note, part.load
-        into.stop_reason = part.stop_reason  # a one-pass contract's own (a later round's is replaced)
-        # a device-clock contract samples in one pass, so only a first part carries these
-        into.batch, into.host_span_ns = part.batch, part.host_span_ns
+def merge(parts: Sequence[Measurement], stop_reason: str | None = None) -> Measurement:
+    """One new measurement from parts sampled in turn (the parts are left as they are).
+
+    The samples, stages and rounds follow in order; the clock, warm-up, notes and load are the
+    first part's, and so are a saturated pass's batch and host span (a device-clock contract
+    samples in one pass, so only a first part carries them). ``stop_reason`` says why the
+    sampling stopped (default: the first part's, a one-pass contract's own).
+    """
+    out = Measurement()
+    for part in parts:
+        if part.samples_ns:
+            out.round_sizes.extend(part.rounds())
+        out.samples_ns.extend(part.samples_ns)
+        for s, v in part.stages_ns.items():
+            out.stages_ns.setdefault(s, []).extend(v)
+    if parts:
+        first = parts[0]
+        out.clock_used, out.warmup, out.clock_note, out.load = (first.clock_used, first.warmup,
+                                                                first.clock_note, first.load)
+        out.batch, out.host_span_ns, out.stop_reason = first.batch, first.host_span_ns, first.stop_reason
+    if stop_reason is not None:
+        out.stop_reason = stop_reason
+    return out
 
 
 def sample(harnesses: Sequence[Harness], task: Any, runner: Any, request: bytes, policy: SamplingPolicy,
@@ -132,7 +143,7 @@ def _interleaved(harnesses: Sequence[Harness], task: Any, runner: Any, request: 
         leaders.setdefault(sampling_key(h.contract), i)
     lead_of = [leaders[sampling_key(h.contract)] for h in harnesses]
     order = list(leaders.values())
-    merged = {i: Measurement() for i in order}
+    parts: dict[int, list[Measurement]] = {i: [] for i in order}
     errors: dict[int, str] = {}
     tracebacks: dict[int, str] = {}
     rounds, left, interrupted = 0, policy.limit, False
@@ -147,32 +158,38 @@ def _interleaved(harnesses: Sequence[Harness], task: Any, runner: Any, request: 
                 part = harness.measure(task, runner, request, samples=policy.limit if whole else k,
                                        warmup=policy.warmup if rounds == 0 else 1, should_stop=should_stop)
             except StopSampling as s:
-                merge(merged[i], s.measurement, first=rounds == 0)
+                parts[i].append(s.measurement)
                 interrupted = True
                 break
             except Exception as e:
                 errors[i] = error_line(e)
                 tracebacks[i] = traceback.format_exc(limit=8)
                 continue
-            merge(merged[i], part, first=rounds == 0)
+            parts[i].append(part)
         rounds += 1
         left -= k
+    merged = {i: merge(parts[i]) for i in order}
     out = []
     for i, h in enumerate(harnesses):
         lead = lead_of[i]
         m = derive(merged[lead], h.contract, harnesses[lead].contract)
         shared = [g.contract.name for j, g in enumerate(harnesses) if lead_of[j] == lead and j != i]
         if not interrupted and lead not in errors:
-            if harnesses[lead].contract.policy.arrival.paced:
-                pass  # one pass; its own stop reason (a fixed count, or an overload) stands
-            elif harnesses[lead].contract.clock == "device":
-                m.stop_reason = (f"fixed sample count {len(m.samples_ns)} reached in one pass (a device "
-                                 "clock's calibration — hold, floor, batch — is measured once per pass, "
-                                 "so it is not split)")
-            else:
-                m.stop_reason = (f"fixed sample count {len(m.samples_ns)} reached in {rounds} round(s) of "
-                                 f"≤ {ROUND_SAMPLES}, interleaved with the other contracts of this run"
-                                 + (f"; the same calls also gave {', '.join(shared)}" if shared else ""))
+            reason = _fixed_count_reason(harnesses[lead].contract, len(m.samples_ns), rounds, shared)
+            if reason is not None:
+                m = dataclasses.replace(m, stop_reason=reason)
         out.append(Sampled(m, error=errors.get(lead), traceback=tracebacks.get(lead), interrupted=interrupted,
                            shared_with=shared))
     return out
+
+
+def _fixed_count_reason(leader: Contract, n: int, rounds: int, shared: list[str]) -> str | None:
+    """Why interleaved sampling stopped at a fixed count (None: a paced pass's own reason stands)."""
+    if leader.policy.arrival.paced:
+        return None  # one pass; its own stop reason (a fixed count, or an overload) stands
+    if leader.clock == "device":
+        return (f"fixed sample count {n} reached in one pass (a device clock's calibration — hold, floor, "
+                "batch — is measured once per pass, so it is not split)")
+    also = f"; the same calls also gave {', '.join(shared)}" if shared else ""
+    return (f"fixed sample count {n} reached in {rounds} round(s) of ≤ {ROUND_SAMPLES}, interleaved with "
+            f"the other contracts of this run{also}")

@@ -15,8 +15,10 @@ from typing import Any
 
 from benchbox.api import run as _api_run
 from benchbox.run.config import DEFAULT_RUNNERS, RunConfig
+from benchbox.run.factory import RunnerClasses, RunnerFactory
 
-__all__ = ["DEFAULT_RUNNERS", "Interrupted", "RunConfig", "RunOutcome", "model_facts", "out_paths", "run"]
+__all__ = ["DEFAULT_RUNNERS", "Interrupted", "RunConfig", "RunOutcome", "RunnerClasses", "RunnerFactory",
+           "model_facts", "out_paths", "run"]
 
 
 

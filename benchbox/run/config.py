@@ -24,6 +24,7 @@ from benchbox.harness.sampling import (
     DEFAULT_WARMUP,
     SamplingPolicy,
 )
+from benchbox.run.factory import REGISTERED, RunnerFactory
 
 DEFAULT_RUNNERS = ("torch-eager", "torch-compile")
 #: seconds one (runner, case) may take (validation, warm-up, samples) before it becomes a failed row
@@ -139,15 +140,17 @@ class RunConfig:
             raise FieldError("idle", f"must be sleep or busy, got {self.idle!r}")
         self.load_bound()
 
-    def validate(self) -> None:
-        """Check everything that needs no task, model or runner code; FieldError on the first problem."""
-        from benchbox.runners import RUNNERS, runner_class
+    def validate(self, runners: RunnerFactory = REGISTERED) -> None:
+        """Check everything that needs no task, model or runner code; FieldError on the first problem.
 
+        ``runners``: where the run gets its runners (their names and option checks).
+        """
         self._validate_arrival()
 
+        known = runners.names()
         for r in self.runners:
-            if r not in RUNNERS:
-                raise FieldError("runners", f"unknown runner '{r}' (runners: {', '.join(RUNNERS)})")
+            if r not in known:
+                raise FieldError("runners", f"unknown runner '{r}' (runners: {', '.join(known)})")
         if not self.runners:
             raise FieldError("runners", "no runner named")
         if len(set(self.runners)) != len(self.runners):
@@ -157,7 +160,7 @@ class RunConfig:
             raise FieldError("runner_options", f"options for '{unknown[0]}', which is not a runner of this "
                                                f"run ({', '.join(self.runners)})")
         for r in self.runners:  # option keys and values, before anything is measured
-            runner_class(r).check_options(self.runner_options.get(r, {}))
+            runners.check_options(r, self.runner_options.get(r, {}))
         if self.threads is not None and self.threads < 1:
             raise FieldError("threads", f"must be ≥ 1, got {self.threads}")
         self.sampling()

@@ -27,7 +27,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from benchbox.errors import UsageError
+from benchbox.errors import FieldError, UsageError
 from benchbox.receipts.build import ReceiptSet
 from benchbox.receipts.io import ReceiptWriteError, now_iso, write_receipt
 
@@ -60,10 +60,10 @@ def refuse_odd_path(path: Path) -> bool:
         return True
     kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
     what = "is a symbolic link" if stat.S_ISLNK(mode) else f"is not a regular file ({kind})"
-    raise UsageError(f"receipt path {path} {what}; a receipt never replaces it: choose another --out")
+    raise FieldError("out", f"receipt path {path} {what}; a receipt never replaces it: choose another path")
 
 
-class PathBusy(UsageError):
+class PathBusy(FieldError):
     """Another run holds the lock of a receipt path."""
 
 
@@ -95,8 +95,8 @@ def lock_receipt_path(path: Path) -> PathLock:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 os.close(fd)
-                raise PathBusy(f"another benchbox run is writing {path} (it holds {lock_path}); "
-                               "wait for it or choose another --out") from None
+                raise PathBusy("out", f"another benchbox run is writing {path} (it holds {lock_path}); "
+                                      "wait for it or choose another path") from None
             try:  # the holder may have removed the file between our open and our lock
                 if os.fstat(fd).st_ino == os.stat(lock_path).st_ino:
                     return PathLock(path, lock_path, fd)
@@ -151,8 +151,8 @@ class Output(ReceiptSet):
             locks = _claim(paths, overwrite)
             if locks is None:
                 there = ", ".join(str(p) for p in paths if p.exists())
-                raise UsageError(f"receipt {there} exists; pass --overwrite to replace it, "
-                                 "or choose another --out")
+                raise FieldError("overwrite", f"needed to replace the existing receipt {there} (or choose "
+                                              "another receipt path)")
             return cls(paths, locks, overwrite)
         base = default_out()
         for n in itertools.count(1):

@@ -17,12 +17,58 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from benchbox.harness.loop import Measurement
-from benchbox.harness.schedule import Sampled, sample
+from benchbox.harness.schedule import Sampled, merge, sample
 from benchbox.run.contain import contained
+
+if TYPE_CHECKING:
+    from benchbox.harness.loop import Harness, PhaseTimer
+    from benchbox.harness.sampling import SamplingPolicy
+    from benchbox.receipts.model import ResultRow
+    from benchbox.run.capture import OutputLog
+    from benchbox.run.config import RunConfig
+    from benchbox.run.interrupt import Stop
+    from benchbox.run.limits import TimeLimit
+    from benchbox.run.output import Output
+    from benchbox.run.progress import Reporter
+    from benchbox.runners import Runner
+    from benchbox.tasks import Case, Task
+
+
+class RunSteps(Protocol):
+    """What measuring in rounds takes from the run sequence: its state and its steps."""
+
+    cfg: RunConfig
+    task: Task
+    cases: list[Case]
+    harnesses: list[Harness]
+    policy: SamplingPolicy
+    stop: Stop
+    limit: TimeLimit
+    log: OutputLog
+    reporter: Reporter
+    receipts: Output
+    #: cases whose reference call failed (their rows fail), with the reason
+    reference_failures: dict[str, str]
+
+    def prepare_runner(self, name: str) -> tuple[Runner, PhaseTimer] | None: ...
+
+    def contained_case(self, runner: Runner, case: Case, phases: PhaseTimer) -> list[ResultRow]: ...
+
+    def validate_case(self, runner: Runner, case: Case,
+                      phases: PhaseTimer) -> tuple[list[ResultRow] | None, Any]: ...
+
+    def failed_case(self, runner: Runner, case: Case, phases: PhaseTimer, e: BaseException,
+                    kept: Sequence[Measurement] = ()) -> list[ResultRow]: ...
+
+    def rows(self, runner: Runner, case: Case, phases: PhaseTimer, gates: Any,
+             results: Sequence[Sampled]) -> list[ResultRow]: ...
+
+    def lines(self, runner: str, case: Case, rows: list[ResultRow]) -> list[str]: ...
+
 
 
 def round_sizes(samples: int, k: int) -> list[int]:
@@ -30,15 +76,10 @@ def round_sizes(samples: int, k: int) -> list[int]:
     return [samples // k + (1 if i < samples % k else 0) for i in range(k)]
 
 
-def _merge(into: Measurement, part: Measurement) -> None:
-    if not into.samples_ns:
-        into.clock_used, into.warmup, into.clock_note = part.clock_used, part.warmup, part.clock_note
-        into.batch, into.host_span_ns = part.batch, part.host_span_ns
-    if part.samples_ns:
-        into.round_sizes.append(len(part.samples_ns))
-    into.samples_ns.extend(part.samples_ns)
-    for s, v in part.stages_ns.items():
-        into.stages_ns[s].extend(v)
+def _as_round(part: Measurement) -> Measurement:
+    """One contract's share of one round, as one round of the row: the schedule's own
+    sub-rounds collapse into it, and its load (that round's alone) is not kept."""
+    return dataclasses.replace(part, round_sizes=[], load=None)
 
 
 @dataclasses.dataclass
@@ -49,7 +90,10 @@ class _InRounds:
     case: Any
     phases: Any
     gates: Any = None
-    acc: list[Sampled] = dataclasses.field(default_factory=list)
+    #: per contract, its share of each round so far
+    parts: list[list[Measurement]] = dataclasses.field(default_factory=list)
+    #: per contract, how its last round ended (an error or an interrupt ends its rounds)
+    last: list[Sampled] = dataclasses.field(default_factory=list)
     spent_s: float = 0.0
     rows: list[Any] | None = None  # set once it has failed
 
@@ -57,8 +101,32 @@ class _InRounds:
     def label(self) -> str:
         return f"{self.runner.name} × {self.case.name}"
 
+    @property
+    def ended(self) -> bool:
+        return self.rows is not None or any(s.error or s.interrupted for s in self.last)
 
-def _contained(run: Any, item: _InRounds, what: str, step: Callable[[], Any]) -> Any:
+    @property
+    def interrupted(self) -> bool:
+        return any(s.interrupted for s in self.last)
+
+    def kept(self) -> list[Measurement]:
+        """What the rounds so far measured, one per contract (none when nothing was)."""
+        if not any(m.samples_ns for p in self.parts for m in p):
+            return []
+        return [merge(p, stop_reason="") for p in self.parts]
+
+    def sampled(self, repeats: int) -> list[Sampled]:
+        """The rounds joined, one per contract, with how its last round ended."""
+        out = []
+        for p, s in zip(self.parts, self.last):
+            n, k = sum(len(m.samples_ns) for m in p), sum(1 for m in p if m.samples_ns)
+            joined = merge(p, stop_reason=f"fixed sample count {n} reached in {k} independent round(s) "
+                                          f"(repeats = {repeats})")
+            out.append(dataclasses.replace(s, measurement=joined, shared_with=[]))
+        return out
+
+
+def _contained(run: RunSteps, item: _InRounds, what: str, step: Callable[[], Any]) -> Any:
     """``step()`` under what is left of the case's time limit, its output captured into the
     runner's log; sys.exit, a BaseException or the time limit fail the (runner, case) with
     the samples of its earlier rounds kept, as a case of a one-round run would fail."""
@@ -70,79 +138,75 @@ def _contained(run: Any, item: _InRounds, what: str, step: Callable[[], Any]) ->
     except BaseException as e:
         if not contained(e):
             raise
-        kept = [a.measurement for a in item.acc] if any(a.measurement.samples_ns for a in item.acc) else []
-        item.rows = run.failed_case(item.runner, item.case, item.phases, e, kept)
+        item.rows = run.failed_case(item.runner, item.case, item.phases, e, item.kept())
         return None
     finally:
         item.spent_s += time.perf_counter() - t0
 
 
-def _prepared(run: Any) -> list[_InRounds]:
+def _prepared(run: RunSteps) -> list[_InRounds]:
     """Every runner prepared and every case validated; failures recorded as they happen."""
     ready = []
     for name in run.cfg.runners:
         run.stop.check()
-        got = run._prepare_runner(name)
+        got = run.prepare_runner(name)
         if got is None:
             continue
         runner, phases = got
         for case in run.cases:
             item = _InRounds(runner, case, phases)
             if case.name in run.reference_failures:
-                run._record(run._contained_case(runner, case, phases))  # the reference's failure
+                run.receipts.add_rows(run.contained_case(runner, case, phases))  # the reference's failure
                 continue
             got_v = _contained(run, item, "validate",
-                               lambda i=item: run._validate(i.runner, i.case, i.phases))
+                               lambda i=item: run.validate_case(i.runner, i.case, i.phases))
             if item.rows is not None:
-                run._record(item.rows)
+                run.receipts.add_rows(item.rows)
                 continue
             failed, item.gates = got_v
             if failed is not None:
-                run._record(failed)
+                run.receipts.add_rows(failed)
                 continue
-            item.acc = [Sampled(Measurement()) for _ in run.harnesses]
+            item.parts = [[] for _ in run.harnesses]
+            item.last = [Sampled(Measurement()) for _ in run.harnesses]
             ready.append(item)
     return ready
 
 
-def _one_round(run: Any, item: _InRounds, policy: Any) -> None:
-    """The (runner, case)'s share of one round, merged into what it has."""
+def _one_round(run: RunSteps, item: _InRounds, policy: SamplingPolicy) -> None:
+    """The (runner, case)'s share of one round, added to what it has."""
     got = _contained(run, item, "sample", lambda: list(sample(run.harnesses, run.task, item.runner,
                                                               item.case.request, policy,
                                                               run.stop.should_stop)))
     if got is None:
         return
-    for a, s in zip(item.acc, got):
-        _merge(a.measurement, s.measurement)
-        a.error, a.traceback, a.interrupted = s.error, s.traceback, s.interrupted
+    for i, s in enumerate(got):  # fewer than the contracts when an interrupt cut the round short
+        item.parts[i].append(_as_round(s.measurement))
+        item.last[i] = s
 
 
-def measure_in_rounds(run: Any) -> None:
+def measure_in_rounds(run: RunSteps) -> None:
     """Prepare every runner, validate every case, then sample in ``run.cfg.repeats`` rounds."""
     cfg = run.cfg
     ready = _prepared(run)
     sizes = round_sizes(cfg.samples, cfg.repeats)
     for r, size in enumerate(sizes):
-        run.progress(f"round {r + 1} of {len(sizes)} ({size} samples per runner and case)")
+        run.reporter.note(f"round {r + 1} of {len(sizes)} ({size} samples per runner and case)")
         policy = dataclasses.replace(run.policy, samples=size)
         for item in ready:
-            if item.rows is None and not any(a.error or a.interrupted for a in item.acc):
+            if not item.ended:
                 _one_round(run, item, policy)
-            if any(a.interrupted for a in item.acc):
+            if item.interrupted:
                 break
-        if any(a.interrupted for item in ready for a in item.acc):
+        if any(item.interrupted for item in ready):
             break
     for item in ready:
         if item.rows is not None:  # failed in a round: its rows, with what earlier rounds measured
-            run._record(item.rows)
+            run.receipts.add_rows(item.rows)
             run.reporter.case_finished(item.runner.name, item.case.name,
                                        f"{item.label}: failed: {item.rows[0].reasons[0]}")
             continue
-        for a in item.acc:
-            a.measurement.stop_reason = (f"fixed sample count {len(a.measurement.samples_ns)} reached in "
-                                         f"{len(a.measurement.round_sizes)} independent round(s) "
-                                         f"(--repeats {cfg.repeats})")
-        rows = run._rows(item.runner, item.case, item.phases, item.gates, item.acc)
-        run._record(rows)
+        rows = run.rows(item.runner, item.case, item.phases, item.gates, item.sampled(cfg.repeats))
+        run.receipts.add_rows(rows)
         run.reporter.case_finished(item.runner.name, item.case.name,
-                                   "\n".join(run._lines(item.runner.name, item.case, rows)))
+                                   "\n".join(run.lines(item.runner.name, item.case, rows)))

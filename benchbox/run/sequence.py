@@ -6,7 +6,8 @@ each case: validate (accuracy) → sample → record → finish.
 Each runner is prepared (built, compiled) once and each case validated once; every
 contract then gets its own samples and its own receipt, written after each
 (runner, case). The seams (``clock``, ``runner_factory``, ``task``) let tests put fakes
-in without touching module globals.
+in without touching module globals: ``runner_factory`` (:mod:`benchbox.run.factory`) says
+which runners exist, checks their options and availability, and makes them and the reference.
 """
 
 from __future__ import annotations
@@ -30,15 +31,15 @@ from benchbox.receipts.model import Calibration, Receipt, ResultRow
 from benchbox.run.capture import OutputLog
 from benchbox.run.config import RunConfig
 from benchbox.run.contain import contained, describe
+from benchbox.run.factory import REGISTERED, RunnerFactory
 from benchbox.run.interrupt import Stop
 from benchbox.run.limits import TimeLimit
 from benchbox.run.output import Output
 from benchbox.run.progress import LineReporter, Reporter, RunPlan, passes
-from benchbox.runners import Runner, availability, make_runner
+from benchbox.runners import Runner
 from benchbox.tasks import CallTrace, Case, Task, check_task_metadata, load_task
 
 Progress = Callable[[str], None]
-RunnerFactory = Callable[[str, str, dict[str, Any]], Runner]
 
 
 @dataclass
@@ -73,13 +74,17 @@ def model_facts(model: Any) -> dict[str, Any]:
 
 
 def run(cfg: RunConfig, progress: Progress = lambda s: None, *, reporter: Reporter | None = None,
-        clock: HostClock = host_clock, runner_factory: RunnerFactory = make_runner,
+        clock: HostClock = host_clock, runner_factory: RunnerFactory = REGISTERED,
         task: Task | None = None, points: Sequence[tuple[Contract, Path]] | None = None) -> RunOutcome:
     """Measure every (runner, case); write the receipts after each one.
 
     ``reporter`` receives the phases and progress (:mod:`benchbox.run.progress`); without one,
     ``progress`` gets one plain line per step. Library output (warnings, compiler logs) is
     captured into each runner report's ``log`` and a ``.log`` file next to the receipt.
+
+    ``clock`` is the harness's host clock (stamps and preparation phases); ``runner_factory``
+    says which runners exist and makes them (:class:`~benchbox.run.factory.RunnerClasses` runs
+    classes of one's own); ``task``, when given, is measured in place of ``cfg.task``.
 
     ``points`` (a sweep): contracts already resolved (the same contract under several
     arrivals, say), each with its receipt path, in place of the configuration's contracts.
@@ -135,7 +140,7 @@ class _Run:
 
     def execute(self) -> RunOutcome:
         cfg = self.cfg
-        cfg.validate()
+        cfg.validate(self.runner_factory)
         self.contracts = self._contracts()
         self.output = Output.claim(cfg.out, [c.name for c in self.contracts], cfg.overwrite,
                                    paths=[p for _, p in self.points] if self.points is not None else None)
@@ -212,7 +217,7 @@ class _Run:
         except BaseException as e:
             if not contained(e):
                 raise
-            raise UsageError(f"--task {self.cfg.task}: loading the task ended in {describe(e)}") from None
+            raise FieldError("task", f"{self.cfg.task}: loading the task ended in {describe(e)}") from None
 
     def _load_task(self) -> tuple[Task, list[Case]]:
         cfg = self.cfg
@@ -303,7 +308,7 @@ class _Run:
         facts = model_facts(ref_model)
         self.receipts.update(lambda i, r: dataclasses.replace(
             r, task=dataclasses.replace(r.task, **facts)))
-        ref_runner = make_runner("torch-eager", "cpu")
+        ref_runner = self.runner_factory.reference()
         harness = Harness(self.contracts[0], self.clock)
         self.example = task.preprocess(task.parse(self.cases[0].request))
         ref_runner.prepare(ref_task, ref_model, self.example, PhaseTimer(self.clock))
@@ -324,17 +329,17 @@ class _Run:
 
     # -- for each runner: prepare, then each case ---------------------------------------------
     def _measure_runner(self, name: str) -> None:
-        got = self._prepare_runner(name)
+        got = self.prepare_runner(name)
         if got is None:
             return
         runner, phases = got
         for case in self.cases:
             self.stop.check()
-            rows = self._contained_case(runner, case, phases)
+            rows = self.contained_case(runner, case, phases)
             self._record(rows)
-            self.reporter.case_finished(name, case.name, "\n".join(self._lines(runner.name, case, rows)))
+            self.reporter.case_finished(name, case.name, "\n".join(self.lines(runner.name, case, rows)))
 
-    def _prepare_runner(self, name: str) -> tuple[Runner, PhaseTimer] | None:
+    def prepare_runner(self, name: str) -> tuple[Runner, PhaseTimer] | None:
         """The prepared runner, or None when it cannot run or failed (its rows recorded)."""
         opts = self.cfg.runner_options.get(name, {})
         reason = self._availability(name, opts)
@@ -347,7 +352,7 @@ class _Run:
         phases = PhaseTimer(self.clock)
         runner: Runner | None = None
         try:
-            runner = self.runner_factory(name, self.cfg.device, opts)
+            runner = self.runner_factory.make(name, self.cfg.device, opts)
             runner.apply_policy(self.contracts[0].policy)
             self.reporter.phase("compile", name)
             with self.stop.preparing(), self.log.capture(f"{name}: compile", name):
@@ -369,7 +374,7 @@ class _Run:
             return None
         return runner, phases
 
-    def _contained_case(self, runner: Runner, case: Case, phases: PhaseTimer) -> list[ResultRow]:
+    def contained_case(self, runner: Runner, case: Case, phases: PhaseTimer) -> list[ResultRow]:
         """One (runner, case); sys.exit or a BaseException from task or runner code fails its rows."""
         failed = self.reference_failures.get(case.name)
         if failed is None:
@@ -397,7 +402,7 @@ class _Run:
 
     def _measure_case(self, runner: Runner, case: Case, phases: PhaseTimer) -> list[ResultRow]:
         """Validate once (two untimed calls, outside every timed region), then sample every contract."""
-        failed, gates = self._validate(runner, case, phases)
+        failed, gates = self.validate_case(runner, case, phases)
         if failed is None:
             failed = self._settle(runner, case, phases)
         if failed is not None:
@@ -405,9 +410,10 @@ class _Run:
         self.reporter.phase("sample", runner.name, case.name)
         with self.log.capture(f"{runner.name} × {case.name}: sample", runner.name):
             results = sample(self.harnesses, self.task, runner, case.request, self.policy, self._counted())
-        return self._rows(runner, case, phases, gates, results)
+        return self.rows(runner, case, phases, gates, results)
 
-    def _validate(self, runner: Runner, case: Case, phases: PhaseTimer) -> tuple[list[ResultRow] | None, Any]:
+    def validate_case(self, runner: Runner, case: Case,
+                      phases: PhaseTimer) -> tuple[list[ResultRow] | None, Any]:
         """(None, the accuracy gates) of one (runner, case), or (its failed rows, None)."""
         n = len(self.contracts)
         label = f"{runner.name} × {case.name}"
@@ -441,8 +447,8 @@ class _Run:
         self.progress(f"{label}: settled with {calls} untimed back-to-back call(s) over {seconds:g} s")
         return None
 
-    def _rows(self, runner: Runner, case: Case, phases: PhaseTimer, gates: Any,
-              results: Sequence[Any]) -> list[ResultRow]:
+    def rows(self, runner: Runner, case: Case, phases: PhaseTimer, gates: Any,
+             results: Sequence[Any]) -> list[ResultRow]:
         """One row per contract from what sampling gave."""
         rows: list[ResultRow] = []
         for harness, s in zip(self.harnesses, results):
@@ -478,7 +484,7 @@ class _Run:
         entry = self.log.report(runner)
         return {"log": entry} if entry else {}
 
-    def _lines(self, runner: str, case: Case, rows: list[ResultRow]) -> list[str]:
+    def lines(self, runner: str, case: Case, rows: list[ResultRow]) -> list[str]:
         """What a finished case says: one line per contract's row."""
         n = len(self.contracts)
         out = []
@@ -514,7 +520,7 @@ class _Run:
     def _availability(self, name: str, opts: dict[str, Any]) -> str | None:
         """The runner's availability; a check that itself crashes makes the runner unavailable."""
         try:
-            return availability(name, self.cfg.device, opts)
+            return self.runner_factory.availability(name, self.cfg.device, opts)
         except UsageError:
             raise
         except Exception as e:
@@ -525,7 +531,7 @@ class _Run:
         phases = PhaseTimer(self.clock)
         runner: Runner | None = None
         try:
-            runner = self.runner_factory(name, self.cfg.device, opts)
+            runner = self.runner_factory.make(name, self.cfg.device, opts)
             runner.apply_policy(self.contracts[0].policy)
             facts = runner.gather_facts(self.task, self.example, phases)
         except UsageError:

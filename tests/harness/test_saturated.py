@@ -202,8 +202,7 @@ def test_an_interrupt_during_saturated_sampling_leaves_a_consistent_measurement(
 def test_merging_a_saturated_pass_keeps_its_batch_and_host_span_for_the_cross_check() -> None:
     contract = contract_from_dict(SAT)
     part = Measurement(samples_ns=[1000] * 10, clock_used="device", batch=8, host_span_ns=100_000)
-    merged = Measurement()
-    merge(merged, part, first=True)
+    merged = merge([part])
     assert (merged.batch, merged.host_span_ns) == (8, 100_000)
     assert clock_cross_check(merged, contract)["violations"] == 0
 

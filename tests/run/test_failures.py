@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from benchbox.cli import main
-from benchbox.run import Interrupted, RunConfig, run
+from benchbox.run import Interrupted, RunConfig, RunnerClasses, run
 from benchbox.runners import RUNNERS
 from benchbox.runners.torch_eager import TorchEagerRunner
 from tests.support import loaded
@@ -121,11 +121,16 @@ class SigintAt(_Counting):
                 os.kill(os.getpid(), signal.SIGINT)
 
 
+#: the library takes these runners from the factory it is given
+SIGINT_RUNNERS = RunnerClasses({SigintAt.name: SigintAt})
+
+
 @pytest.fixture
 def registered(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Register this module's runners in the runner registry, as a plugin would."""
+    """Register this module's runners in the runner registry, as a plugin would (the command
+    line has no other way to reach them)."""
     for cls in (SimulatedBuildFailure, SimulatedParseFailureAfterFacts, SimulatedOomMidRun, NanOutputs,
-                ValidationRaises, AvailabilityRaises, ReportRaises, SigintAt):
+                ValidationRaises, AvailabilityRaises, ReportRaises):
         monkeypatch.setitem(RUNNERS, cls.name, f"{__name__}:{cls.__name__}")
 
 
@@ -205,15 +210,14 @@ def test_failed_preparation_keeps_what_the_runner_reported_before_failing(regist
 
 # -- SIGINT ----------------------------------------------------------------------------------
 
-def test_sigint_mid_case_keeps_finished_rows_and_the_partial_case(registered: None,
-                                                                  tmp_path: Path) -> None:
+def test_sigint_mid_case_keeps_finished_rows_and_the_partial_case(tmp_path: Path) -> None:
     samples, warmup = 30, 1
     at = _calls_per_case(samples, warmup) + 2 + warmup + 7  # the 7th sample of the second case
     out = tmp_path / "r.json"
     before = signal.getsignal(signal.SIGINT)
     with pytest.raises(Interrupted) as info:
         run(RunConfig(runners=("bb-sigint",), cases=TWO_CASES, samples=samples, warmup=warmup,
-                      out=out, runner_options={"bb-sigint": {"at": at}}))
+                      out=out, runner_options={"bb-sigint": {"at": at}}), runner_factory=SIGINT_RUNNERS)
     assert info.value.exit_code == 130 and info.value.path == out
     assert signal.getsignal(signal.SIGINT) is before  # the handler is put back
     receipt = loaded(out)
@@ -228,13 +232,14 @@ def test_sigint_mid_case_keeps_finished_rows_and_the_partial_case(registered: No
     assert partial["reasons"][0].startswith("partial: interrupted by SIGINT")
 
 
-def test_second_sigint_stops_at_once_and_keeps_finished_rows(registered: None, tmp_path: Path) -> None:
+def test_second_sigint_stops_at_once_and_keeps_finished_rows(tmp_path: Path) -> None:
     samples, warmup = 20, 1
     at = _calls_per_case(samples, warmup) + 2 + warmup + 3
     out = tmp_path / "r.json"
     with pytest.raises(Interrupted):
         run(RunConfig(runners=("bb-sigint",), cases=TWO_CASES, samples=samples, warmup=warmup,
-                      out=out, runner_options={"bb-sigint": {"at": at, "times": 2}}))
+                      out=out, runner_options={"bb-sigint": {"at": at, "times": 2}}),
+            runner_factory=SIGINT_RUNNERS)
     receipt = loaded(out)
     assert receipt["complete"] is False and receipt["interrupted"] is True
     assert [r["case"] for r in receipt["results"]] == ["invoice"]  # the cut case is dropped

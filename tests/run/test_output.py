@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from benchbox.cli import main
-from benchbox.errors import UsageError
+from benchbox.errors import FieldError
 from benchbox.run import RunConfig, run
 from tests.support import loaded, one_line_exit_2
 
@@ -57,9 +57,10 @@ def test_the_library_refuses_any_receipt_path_that_is_not_a_regular_file(tmp_pat
     else:
         odd.mkdir()
     said: list[str] = []
-    with pytest.raises(UsageError, match="r.model_io_wall.json"):
+    with pytest.raises(FieldError, match="r.model_io_wall.json") as e:
         run(_quick_config(contracts=("public_task_call_wall", "model_io_wall"), out=tmp_path / "r.json"),
             progress=said.append)
+    assert e.value.field == "out" and "--" not in str(e.value)  # the library names the field, not a flag
     assert said == []  # refused before anything else happened
     assert not (tmp_path / "r.public_task_call_wall.json").exists()
     assert not (tmp_path / "elsewhere.json").exists()
@@ -74,6 +75,9 @@ def test_a_second_run_on_the_same_out_is_refused_and_the_first_rows_are_kept(tmp
     line = one_line_exit_2([*QUICK, "--case", "outage", "--out", str(out)])
     assert "--overwrite" in line and str(out) in line
     assert out.read_bytes() == before
+    with pytest.raises(FieldError) as e:
+        run(_quick_config(cases=("outage",), out=out))
+    assert e.value.field == "overwrite" and "--" not in str(e.value) and str(out) in str(e.value)
     again = CliRunner().invoke(main, [*QUICK, "--case", "outage", "--out", str(out), "--overwrite"])
     assert again.exit_code == 0, again.output
     assert [r["case"] for r in loaded(out)["results"]] == ["invoice", "outage"]
@@ -86,7 +90,7 @@ def test_a_run_on_an_out_another_run_is_writing_is_refused_even_with_overwrite(t
     held = lock_receipt_path(out)  # what a run in progress on this path holds
     try:
         line = one_line_exit_2([*QUICK, "--out", str(out), "--overwrite"])
-        assert "another benchbox run" in line
+        assert line.startswith("benchbox: error: --out: another benchbox run")
         assert not out.exists()
     finally:
         held.release()
