@@ -143,7 +143,7 @@ def sweep(cfg: SweepConfig, progress: Progress = lambda s: None, **seams: Any) -
     from benchbox.receipts import load_receipt
     from benchbox.run import Interrupted, run
 
-    points, base_cfg, contracts, out_dir = _checked(cfg)
+    points, base_cfg, contracts, out_dir = _checked(cfg, seams.get("runner_factory"))
     relative = [p for p in points if p.fraction is not None]
     outcome = SweepOutcome(index=out_dir / INDEX)
     entries: list[dict[str, Any]] = []
@@ -196,12 +196,13 @@ def _for_runners(cfg: RunConfig, runners: tuple[str, ...]) -> RunConfig:
                                baseline=cfg.baseline if cfg.baseline in runners else None)
 
 
-def _checked(cfg: SweepConfig) -> tuple[list[Point], RunConfig, list[Contract], Path]:
-    """The points, the run's configuration without a run-time arrival, the contracts, the folder."""
+def _checked(cfg: SweepConfig, runners: Any = None) -> tuple[list[Point], RunConfig, list[Contract], Path]:
+    """The points, the run's configuration without a run-time arrival, the contracts, the folder
+    (runner names and options checked against ``runners``, the run's runner factory, if given)."""
     points = cfg.points()
     base_cfg = dataclasses.replace(cfg.run, gap_ms=None, rate_per_s=None, idle=None, out=None,
                                    settle_s=cfg.settle_s)
-    base_cfg.validate()
+    base_cfg.validate() if runners is None else base_cfg.validate(runners)
     if any(p.fraction is not None for p in points) and len(base_cfg.cases) != 1:
         raise FieldError("cases", "rates as fractions of the back-to-back throughput need exactly one case")
     contracts = [load_contract(c) for c in base_cfg.contract_names]

@@ -103,3 +103,17 @@ def test_a_fake_clock_gives_the_same_samples_through_the_whole_run_into_the_rece
     assert set(first["runner_report"]["prepare_s"].values()) == {step / 1e9}
     assert (second["samples_ns"], second["stages_ns"], second["summary"]) == (
         first["samples_ns"], first["stages_ns"], first["summary"])
+
+
+def test_a_sweep_takes_its_runners_from_the_given_factory(tmp_path: Path) -> None:
+    from benchbox.sweep import SweepConfig, sweep
+
+    factory = RunnerClasses({EagerUnderAnotherName.name: EagerUnderAnotherName})
+    cfg = SweepConfig(run=_config(tmp_path, out=None, contract="model_io_wall"),
+                      out_dir=tmp_path / "sweep", gaps_ms=(0.0,), settle_s=0.0)
+    outcome = sweep(cfg, runner_factory=factory)
+    rows = [r for p in sorted((tmp_path / "sweep").glob("*.json")) if p.name != "sweep.json"
+            for r in loaded(p)["results"]]
+    assert rows and {r["runner"] for r in rows} == {EagerUnderAnotherName.name}, outcome
+    with pytest.raises(FieldError, match=f"unknown runner '{EagerUnderAnotherName.name}'"):
+        sweep(SweepConfig(run=_config(tmp_path, out=None), out_dir=tmp_path / "other", gaps_ms=(0.0,)))
