@@ -78,8 +78,18 @@ def round_sizes(samples: int, k: int) -> list[int]:
 
 def _as_round(part: Measurement) -> Measurement:
     """One contract's share of one round, as one round of the row: the schedule's own
-    sub-rounds collapse into it, and its load (that round's alone) is not kept."""
-    return dataclasses.replace(part, round_sizes=[], load=None)
+    sub-rounds collapse into it (its load record stays with it, see :func:`_heaviest_load`)."""
+    return dataclasses.replace(part, round_sizes=[])
+
+
+def _heaviest_load(parts: list[Measurement]) -> dict[str, Any] | None:
+    """The row's load under paced arrivals: its most loaded round's record (an overloaded
+    round first, else the highest measured utilisation), so one overloaded round marks the
+    row as overloaded; None under back-to-back arrivals."""
+    loads = [m.load for m in parts if m.load]
+    if not loads:
+        return None
+    return max(loads, key=lambda d: (bool(d.get("overloaded")), d.get("utilisation") or 0.0))
 
 
 @dataclasses.dataclass
@@ -120,8 +130,11 @@ class _InRounds:
         out = []
         for p, s in zip(self.parts, self.last):
             n, k = sum(len(m.samples_ns) for m in p), sum(1 for m in p if m.samples_ns)
-            joined = merge(p, stop_reason=f"fixed sample count {n} reached in {k} independent round(s) "
-                                          f"(repeats = {repeats})")
+            reason = f"fixed sample count {n} reached in {k} independent round(s) (repeats = {repeats})"
+            load = _heaviest_load(p)
+            if load and load.get("overloaded"):
+                reason += f"; a round was overloaded: {load.get('overload')}"
+            joined = dataclasses.replace(merge(p, stop_reason=reason), load=load)
             out.append(dataclasses.replace(s, measurement=joined, shared_with=[]))
         return out
 

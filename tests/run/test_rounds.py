@@ -62,3 +62,14 @@ def test_repeats_under_poisson_arrivals_keep_each_rounds_queue_times(tmp_path: P
     # (a busy machine may declare a round overloaded before its last sample: the counts are not fixed)
     assert len(row.round_sizes) == 2 and sum(row.round_sizes) == len(row.samples_ns) > 0
     assert len(row.stages_ns["queue"]) == len(row.samples_ns)
+
+
+def test_repeats_under_an_unsustainable_rate_keep_the_overload(tmp_path: Path) -> None:
+    """One overloaded round makes the joined row overloaded (invalid), with its load record,
+    as a one-round run at that rate is; the rounds once joined into a valid row with no load."""
+    out = run(RunConfig(task=TASK, runners=("torch-eager",), cases=("alpha",), samples=40, repeats=2,
+                        warmup=1, rate_per_s=1e7, out=tmp_path / "r.json"))
+    (row,) = load_receipt(out.path).results
+    assert row.status == "invalid" and row.load is not None and row.load.overloaded
+    assert "a round was overloaded" in row.stop_reason
+    assert any("overloaded" in r for r in row.reasons)
