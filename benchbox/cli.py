@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -39,7 +40,24 @@ FLAGS: dict[str, dict[str, str]] = {
               "runner_options": "--runner-option", "task_options": "--task-option", "labels": "--label",
               "max_backlog": "--max-backlog", "max_queue_ms": "--max-queue", "gaps_ms": "--gap",
               "rates": "--rate", "idles": "--idle"},
+    "report": {"threshold": "--threshold", "metric": "--metric", "alpha": "--alpha",
+               "max_pvalue": "--max-pvalue", "min_change": "--min-change"},
+    "tasks": {"task": "--task"},
+    "runners": {"device": "--device"},
+    "selfcheck": {"runner": "--runner", "device": "--device", "flavours": "--flavour",
+                  "samples": "--samples", "warmup": "--warmup"},
+    "matrix": {"executor": "--executor", "ray_address": "--ray-address", "revision": "--revision"},
 }
+
+
+def _flagged(text: str, command: str | None) -> str:
+    """Library wording in the command's terms: a setting written ``field=value`` (see
+    :mod:`benchbox.errors`) becomes ``--flag value`` for the fields the command has a flag for."""
+    flags = FLAGS.get(command or "", {})
+    if not flags or "=" not in text:
+        return text
+    names = "|".join(re.escape(f) for f in sorted(flags, key=len, reverse=True))
+    return re.sub(rf"(?<![\w.=-])({names})=(?=\S)", lambda m: f"{flags[m[1]]} ", text)
 
 
 def _echo(text: Any = "", err: bool = False) -> None:
@@ -65,7 +83,7 @@ def _fail(e: BenchboxError, command: str | None = None) -> NoReturn:
     if isinstance(e, FieldError):
         flag = FLAGS.get(command or "", {}).get(e.field)
         message = f"{flag or e.field}: {e.message}"
-    _echo(prefix + _one_line(message), err=True)
+    _echo(prefix + _one_line(_flagged(message, command)), err=True)
     sys.exit(e.exit_code)
 
 
@@ -507,6 +525,14 @@ def _threshold(raw: str) -> float:
         raise UsageError(f"--threshold expects a percentage such as 5 or 5%, got {raw!r}") from None
 
 
+def _diff_in_flags(result: Any) -> Any:
+    """A diff whose row reasons name flags (``--accept cpu``) where the library names fields."""
+    import dataclasses
+
+    rows = tuple(dataclasses.replace(r, reason=_flagged(r.reason, "diff")) for r in result.rows)
+    return dataclasses.replace(result, rows=rows)
+
+
 @main.command()
 @click.argument("base", type=click.Path(path_type=Path))
 @click.argument("head", type=click.Path(path_type=Path))
@@ -536,11 +562,12 @@ def diff(base: Path, head: Path, threshold: str, metric: str, accept: tuple[str,
         result = api.diff(base, head, threshold=_threshold(threshold), metric=metric, alpha=alpha,
                           accept=accept)
     except ComparisonRefused as e:
-        render.write_step_summary(render.refused_markdown(str(e)))
+        render.write_step_summary(render.refused_markdown(_flagged(str(e), "diff")))
         raise
     shown = {"table": render.diff_table, "markdown": render.diff_markdown, "json": render.diff_json}[fmt]
-    _echo(shown(result))
-    render.write_step_summary(render.diff_markdown(result))
+    people = _diff_in_flags(result)  # for tools (json) the library's wording
+    _echo(shown(result if fmt == "json" else people))
+    render.write_step_summary(render.diff_markdown(people))
     sys.exit(result.exit_code)
 
 
@@ -644,7 +671,8 @@ def runners(device: str, fmt: str) -> None:
     if fmt == "json":
         click.echo(dumps(runners_data(device, reasons)))
         return
-    _echo(table(["runner", f"on {device}"], [(n, r or "ready") for n, r in reasons.items()],
+    _echo(table(["runner", f"on {device}"], [(n, _flagged(r, "runners") if r else "ready")
+                                             for n, r in reasons.items()],
                      wrap=(f"on {device}",)))
 
 

@@ -6,7 +6,7 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from benchbox.errors import MissingExtraError, UsageError
+from benchbox.errors import FieldError, MissingExtraError, UsageError
 from benchbox.matrix.cell import CellJob, CellRun, execute
 
 OnDone = Callable[[CellJob, CellRun], None]
@@ -126,7 +126,7 @@ def _check_reachable(address: str | None, timeout_s: float = 10.0) -> None:
     hostport = address.split("://", 1)[-1]
     host, sep, port = hostport.rpartition(":")
     if not sep or not port.isdigit():
-        raise UsageError(f"--ray-address {address!r}: expected HOST:PORT, ray://HOST:PORT, auto or local")
+        raise FieldError("ray_address", f"{address!r}: expected HOST:PORT, ray://HOST:PORT, auto or local")
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
     except OSError as e:
@@ -137,8 +137,8 @@ def make_executor(name: str, address: str | None = None, runtime_env: dict[str, 
                   ) -> LocalExecutor | RayExecutor:
     if name == "local":
         if address is not None:
-            raise UsageError("--ray-address is for --executor ray")
+            raise FieldError("ray_address", "only with executor=ray")
         return LocalExecutor()
     if name == "ray":
         return RayExecutor(address, runtime_env)
-    raise UsageError(f"unknown executor '{name}' ({', '.join(EXECUTORS)})")
+    raise FieldError("executor", f"unknown executor '{name}' ({', '.join(EXECUTORS)})")

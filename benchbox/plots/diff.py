@@ -75,7 +75,7 @@ def figure(receipts: Sequence[LabelledReceipt], threshold: float = 0.05, options
     if len(receipts) != 2:
         raise UsageError(f"the diff plot takes exactly two receipts, BASE and HEAD (got {len(receipts)})")
     if not 0 < threshold < 1:
-        raise UsageError(f"--threshold must be between 0 and 100 percent, got {threshold * 100:g}")
+        raise UsageError(f"threshold: must be between 0% and 100%, got {threshold:.4g}")
     base, head = receipts
     opts = options if options is not None else DiffOptions(threshold=threshold)
     threshold = opts.threshold
