@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from benchbox.errors import UsageError
+from benchbox.errors import UsageError, first_line
 
 #: The stages of one task call, in pipeline order.
 STAGES: tuple[str, ...] = ("parse", "preprocess", "h2d", "compute", "d2h", "reduce", "answer", "serialize")
@@ -438,8 +438,7 @@ def parse_contract_toml(text: str, where: str) -> Contract:
     except RecursionError:
         raise UsageError(f"{where}: not valid TOML: nested too deeply") from None
     except ValueError as e:  # TOMLDecodeError, and integers too long to convert
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UsageError(f"{where}: not valid TOML: {msg[:200]}") from None
+        raise UsageError(f"{where}: not valid TOML: {first_line(e, 200)}") from None
     return contract_from_dict(data, where=where, source=where)
 
 

@@ -6,16 +6,11 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from benchbox.errors import FieldError, MissingExtraError, UsageError
+from benchbox.errors import FieldError, MissingExtraError, UsageError, error_line
 from benchbox.matrix.cell import CellJob, CellRun, execute
 
 OnDone = Callable[[CellJob, CellRun], None]
 EXECUTORS = ("local", "ray")
-
-
-def _one_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"[:300]
 
 
 class LocalExecutor:
@@ -80,7 +75,7 @@ class RayExecutor:
                 ray.init(address=self.address, runtime_env=self.runtime_env or None, log_to_driver=False)
             except Exception as e:  # Ray raises many kinds (ConnectionError, RuntimeError, ValueError)
                 raise UsageError(f"cannot start or reach Ray at {self.address or 'a local instance'}: "
-                                 f"{_one_line(e)}") from None
+                                 f"{error_line(e, 300)}") from None
 
     def stop(self) -> None:
         """Shut down what :meth:`start` started."""
@@ -111,7 +106,7 @@ class RayExecutor:
                     try:
                         run = ray.get(f)
                     except ray.exceptions.RayError as e:
-                        run = CellRun(job.cell_id, None, f"the Ray worker failed: {_one_line(e)}", None)
+                        run = CellRun(job.cell_id, None, f"the Ray worker failed: {error_line(e, 300)}", None)
                     on_done(job, run)
         except KeyboardInterrupt:
             for f in futures:

@@ -87,8 +87,9 @@ class TensorRTBuildError(RuntimeError):
 
 
 def _error_line(e: BaseException) -> str:
-    msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
-    return f"{type(e).__name__}: {msg}"[:500]
+    from benchbox.errors import error_line
+
+    return error_line(e)
 
 
 # -- flavours -----------------------------------------------------------------------------
