@@ -18,9 +18,12 @@ from typing import Any, NoReturn
 import click
 
 from benchbox import __version__
+from benchbox.contracts import IDLE_MODES
 from benchbox.errors import BenchboxError, FieldError, UsageError
-from benchbox.run.config import default, help_text
+from benchbox.run.config import DTYPES, default, help_text
 from benchbox.runners import ENTRIES, CliAlias
+from benchbox.selfcheck import RUNNERS as SELFCHECK_RUNNERS
+from benchbox.sweep import SweepConfig
 
 #: configuration field → the flag that sets it, per command
 FLAGS: dict[str, dict[str, str]] = {
@@ -252,6 +255,40 @@ def _values() -> dict[str, str]:
 _VALUES = _values()
 
 
+class _Declared(click.Option):
+    """An option whose default is the library's declaration, read when help or parsing needs it
+    (not at import: the declaring module may be a heavy one)."""
+
+    def __init__(self, *args: Any, declared: Callable[[], Any], **kw: Any) -> None:
+        super().__init__(*args, show_default=True, **kw)
+        self.declared = declared
+
+    def get_default(self, ctx: click.Context, call: bool = True) -> Any:
+        return self.declared()
+
+
+def _declared(module: str, cls: str, name: str, shown: Callable[[Any], Any] = lambda v: v) -> dict[str, Any]:
+    """Keywords of an option whose default is field ``name`` of dataclass ``module.cls``."""
+    def read() -> Any:
+        import dataclasses
+        import importlib
+
+        fields = {f.name: f for f in dataclasses.fields(getattr(importlib.import_module(module), cls))}
+        return shown(fields[name].default)
+
+    return {"cls": _Declared, "declared": read}
+
+
+def _diff_default(name: str) -> dict[str, Any]:
+    """An option of diff, plot or report defaulting to DiffOptions' field (the threshold in percent)."""
+    return _declared("benchbox.receipts.diff", "DiffOptions", name,
+                     (lambda v: f"{v * 100:g}%") if name == "threshold" else (lambda v: v))
+
+
+def _selfcheck_default(name: str) -> dict[str, Any]:
+    return _declared("benchbox.selfcheck", "SelfCheckConfig", name)
+
+
 def _alias_option(runner: str, alias: CliAlias) -> Callable[[Any], Any]:
     kw: dict[str, Any] = {"help": alias.help, "metavar": alias.metavar}
     if alias.kind in ("list", "pairs"):
@@ -315,11 +352,10 @@ def main() -> None:
 
 
 @main.command()
-@_config_option("--contract", "contracts", multiple=True,
-                default=("public_task_call_wall",), show_default=True)
+@_config_option("--contract", "contracts", multiple=True, default=(default("contract"),), show_default=True)
 @_config_option("--task", "task")
 @_config_option("--size", "size", _VALUES["size"])
-@_config_option("--dtype", "dtype", type=click.Choice(["float32", "float16", "bfloat16"]))
+@_config_option("--dtype", "dtype", type=click.Choice(DTYPES))
 @_config_option("--runner", "runners", _VALUES["runners"], multiple=True)
 @_config_option("--case", "cases", _VALUES["cases"], multiple=True)
 @_config_option("--device", "device")
@@ -332,7 +368,7 @@ def main() -> None:
 @_config_option("--max-time", "max_time_s", type=float)
 @_config_option("--gap", "gap_ms", metavar="DURATION")
 @_config_option("--rate", "rate_per_s", metavar="PER_S")
-@_config_option("--idle", "idle", type=click.Choice(["sleep", "busy"]))
+@_config_option("--idle", "idle", type=click.Choice(IDLE_MODES))
 @_config_option("--max-backlog", "max_backlog", type=int)
 @_config_option("--max-queue", "max_queue_ms", type=float, metavar="MS")
 @_config_option("--case-time-limit", "case_time_limit_s", type=float, metavar="SECONDS")
@@ -349,13 +385,7 @@ def main() -> None:
 @click.option("-v", "--verbose", is_flag=True,
               help="Every phase of every case, and library output (warnings, compiler logs) as it comes; "
                    "it is kept in RECEIPT.log and the runner reports either way.")
-def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_: tuple[str, ...],
-        cases_: tuple[str, ...], device: str, threads: int | None, warmup: int, samples: int, repeats: int,
-        target_ci: str | None, max_samples: int, max_time_s: float, case_time_limit_s: float,
-        runner_option: tuple[str, ...],
-        baseline: str | None, task_option: tuple[str, ...], gate: tuple[str, ...], label: tuple[str, ...],
-        out: Path | None, gap_ms: str | None, rate_per_s: str | None, idle: str | None, max_backlog: int,
-        max_queue_ms: float, overwrite: bool, quiet: bool, verbose: bool, **aliases: Any) -> None:
+def run(quiet: bool, verbose: bool, **params: Any) -> None:
     """Measure runners × cases under a timing contract and write a receipt.
 
     On a terminal a live line shows the case, its phase (calibrate, reference, compile,
@@ -363,10 +393,30 @@ def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_:
     """
     from benchbox import api
     from benchbox.render import results_table
+    from benchbox.run.progress import reporter_for
+
+    cfg = _run_config(**params)
+    outcome = api.run(cfg, reporter=reporter_for(_progress_stream(), quiet, verbose))
+    for o in outcome.all:
+        _echo(results_table(o.receipt))
+        _echo(f"receipt written to {o.path}" if o.saved else "receipt NOT written (see below)")
+    if outcome.problem:  # a write failed: the rows are elsewhere or only in the table
+        _echo(f"benchbox: error: {_one_line(outcome.problem)}", err=True)
+    sys.exit(0 if outcome.ok and not outcome.problem else 1)
+
+
+def _run_config(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_: tuple[str, ...],
+                cases_: tuple[str, ...], device: str, threads: int | None, warmup: int, samples: int,
+                repeats: int, target_ci: str | None, max_samples: int, max_time_s: float,
+                case_time_limit_s: float, runner_option: tuple[str, ...], baseline: str | None,
+                task_option: tuple[str, ...], gate: tuple[str, ...], label: tuple[str, ...], out: Path | None,
+                gap_ms: str | None, rate_per_s: str | None, idle: str | None, max_backlog: int,
+                max_queue_ms: float, overwrite: bool, **aliases: Any) -> Any:
+    """The RunConfig that ``benchbox run``'s options ask for."""
     from benchbox.run import DEFAULT_RUNNERS, RunConfig
 
     runners = tuple(runners_) or DEFAULT_RUNNERS
-    cfg = RunConfig(
+    return RunConfig(
         contract=contracts_[0], contracts=tuple(contracts_) if len(contracts_) > 1 else (),
         task=task, size=size, dtype=dtype, runners=runners, cases=tuple(cases_), device=device,
         threads=threads, warmup=warmup, samples=samples, repeats=repeats,
@@ -377,24 +427,15 @@ def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_:
         task_options=_pairs(task_option, "--task-option"), gates=_pairs(gate, "--gate"),
         labels=_labels(label), command=tuple(["benchbox", *sys.argv[1:]]), gap_ms=_gap_ms(gap_ms),
         rate_per_s=_rate(rate_per_s), idle=idle, max_backlog=max_backlog, max_queue_ms=max_queue_ms)
-    from benchbox.run.progress import reporter_for
-
-    outcome = api.run(cfg, reporter=reporter_for(_progress_stream(), quiet, verbose))
-    for o in outcome.all:
-        _echo(results_table(o.receipt))
-        _echo(f"receipt written to {o.path}" if o.saved else "receipt NOT written (see below)")
-    if outcome.problem:  # a write failed: the rows are elsewhere or only in the table
-        _echo(f"benchbox: error: {_one_line(outcome.problem)}", err=True)
-    sys.exit(0 if outcome.ok and not outcome.problem else 1)
 
 
 @main.command()
-@click.option("--contract", "contracts_", multiple=True, default=("public_task_call_wall",),
+@click.option("--contract", "contracts_", multiple=True, default=(default("contract"),),
               show_default=True, help="Built-in contract name or path to a contract TOML file (repeatable): "
                                       "each is measured at every point, one receipt per contract and point.")
 @_config_option("--task", "task")
 @_config_option("--size", "size")
-@_config_option("--dtype", "dtype", type=click.Choice(["float32", "float16", "bfloat16"]))
+@_config_option("--dtype", "dtype", type=click.Choice(DTYPES))
 @_config_option("--runner", "runners", multiple=True)
 @_config_option("--case", "cases", multiple=True)
 @_config_option("--device", "device")
@@ -406,8 +447,9 @@ def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_:
 @click.option("--rate", "rates", multiple=True, metavar="RATE",
               help="A Poisson arrival rate to measure (repeatable): requests per second (50), or a fraction "
                    "of the runner's back-to-back throughput on the one --case (0.3x).")
-@click.option("--idle", "idles", multiple=True, type=click.Choice(["sleep", "busy"]),
-              help="How waits are spent (repeatable: every point under each); default sleep.")
+@click.option("--idle", "idles", multiple=True, type=click.Choice(IDLE_MODES),
+              help="How waits are spent (repeatable: every point under each); default "
+                   f"{', '.join(SweepConfig.idles)}.")
 @_config_option("--max-backlog", "max_backlog", type=int)
 @_config_option("--max-queue", "max_queue_ms", type=float, metavar="MS")
 @click.option("--runner-option", multiple=True, help="RUNNER:KEY=VALUE for any runner (repeatable).")
@@ -416,15 +458,26 @@ def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_:
               help="A fact about the run's conditions, recorded as settings.labels (repeatable).")
 @click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Folder for the receipts (one per point) and the index sweep.json.")
-def sweep(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_: tuple[str, ...],
-          cases_: tuple[str, ...], device: str, threads: int | None, warmup: int, samples: int,
-          gaps: tuple[str, ...], rates: tuple[str, ...], idles: tuple[str, ...], max_backlog: int,
-          max_queue_ms: float, runner_option: tuple[str, ...], task_option: tuple[str, ...],
-          label: tuple[str, ...], out_dir: Path) -> None:
+def sweep(**params: Any) -> None:
     """Measure latency against load: back to back, then under each gap and each rate."""
-    from benchbox.run import DEFAULT_RUNNERS, RunConfig
-    from benchbox.sweep import SweepConfig
     from benchbox.sweep import sweep as do_sweep
+
+    outcome = do_sweep(_sweep_config(**params), progress=lambda s: _echo(s, err=True))
+    for r, t in outcome.throughput_per_s.items():
+        _echo(f"{r}: back-to-back throughput {t:,.0f} calls/s")
+    for o in outcome.overloaded:
+        _echo(f"overloaded: {o}")
+    _echo(f"{len(outcome.receipts)} receipts; index written to {outcome.index}")
+    sys.exit(0 if outcome.ok else 1)
+
+
+def _sweep_config(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_: tuple[str, ...],
+                  cases_: tuple[str, ...], device: str, threads: int | None, warmup: int, samples: int,
+                  gaps: tuple[str, ...], rates: tuple[str, ...], idles: tuple[str, ...], max_backlog: int,
+                  max_queue_ms: float, runner_option: tuple[str, ...], task_option: tuple[str, ...],
+                  label: tuple[str, ...], out_dir: Path) -> SweepConfig:
+    """The SweepConfig that ``benchbox sweep``'s options ask for."""
+    from benchbox.run import DEFAULT_RUNNERS, RunConfig
 
     runners = tuple(runners_) or DEFAULT_RUNNERS
     run_cfg = RunConfig(
@@ -435,15 +488,8 @@ def sweep(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners
         task_options=_pairs(task_option, "--task-option"), labels=_labels(label),
         command=tuple(["benchbox", *sys.argv[1:]]))
     gaps_ms = tuple(float(g) for g in (_gap_ms(raw) for raw in gaps) if g is not None)
-    cfg = SweepConfig(run=run_cfg, out_dir=out_dir, gaps_ms=gaps_ms, rates=tuple(rates),
-                      idles=tuple(idles) or ("sleep",))
-    outcome = do_sweep(cfg, progress=lambda s: _echo(s, err=True))
-    for r, t in outcome.throughput_per_s.items():
-        _echo(f"{r}: back-to-back throughput {t:,.0f} calls/s")
-    for o in outcome.overloaded:
-        _echo(f"overloaded: {o}")
-    _echo(f"{len(outcome.receipts)} receipts; index written to {outcome.index}")
-    sys.exit(0 if outcome.ok else 1)
+    return SweepConfig(run=run_cfg, out_dir=out_dir, gaps_ms=gaps_ms, rates=tuple(rates),
+                       **({"idles": tuple(idles)} if idles else {}))
 
 
 @main.command()
@@ -536,15 +582,15 @@ def _diff_in_flags(result: Any) -> Any:
 @main.command()
 @click.argument("base", type=click.Path(path_type=Path))
 @click.argument("head", type=click.Path(path_type=Path))
-@click.option("--threshold", default="5%", show_default=True,
+@click.option("--threshold", **_diff_default("threshold"),
               help="Relative change that counts, in percent (5 or 5%).")
-@click.option("--metric", type=click.Choice(["p50", "p99", "both"]), default="p50", show_default=True,
+@click.option("--metric", type=click.Choice(["p50", "p99", "both"]), **_diff_default("metric"),
               help="What the verdict judges: the median, the 99th percentile, or both.")
 @click.option("--accept", multiple=True,
               help="Compare rows despite this kind of difference: declared (device, model, options, "
                    "incomplete: a receipt of an unfinished run) or conditions (noisy, unsettled, cpu, "
                    "load, gpu, versions) (repeatable).")
-@click.option("--alpha", default=0.05, show_default=True, type=float,
+@click.option("--alpha", type=float, **_diff_default("alpha"),
               help="Family-wise error rate (Holm across rows; halved per family with --metric both).")
 @click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table",
               show_default=True, help="table for the terminal, markdown for a pull request, json for tools.")
@@ -592,9 +638,9 @@ def export(receipt: Path, fmt: str, output: Path | None) -> None:
 @click.option("--kind", type=click.Choice(["quantiles", "stages", "ecdf", "diff", "sweep"]),
               default="quantiles", show_default=True,
               help="diff takes two receipts: BASE HEAD; sweep takes a sweep's receipts or its sweep.json.")
-@click.option("--threshold", default="5%", show_default=True,
+@click.option("--threshold", **_diff_default("threshold"),
               help="diff: relative change that counts, in percent (5 or 5%).")
-@click.option("--metric", type=click.Choice(["p50", "p99", "both"]), default="p50", show_default=True,
+@click.option("--metric", type=click.Choice(["p50", "p99", "both"]), **_diff_default("metric"),
               help="diff: what is judged, as in benchbox diff.")
 @click.option("--accept", multiple=True, help="diff: as benchbox diff --accept (repeatable).")
 def plot(receipts: tuple[Path, ...], output: Path, kind: str, threshold: str, metric: str,
@@ -659,7 +705,7 @@ def tasks(task_specs: tuple[str, ...], fmt: str) -> None:
 
 
 @main.command()
-@click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
+@click.option("--device", default=default("device"), show_default=True, help="cpu, cuda or cuda:N.")
 @_LIST_FORMAT
 def runners(device: str, fmt: str) -> None:
     """List runners and whether each can run here (and if not, why)."""
@@ -677,13 +723,13 @@ def runners(device: str, fmt: str) -> None:
 
 
 @main.command()
-@click.option("--runner", default="tensorrt", show_default=True, type=click.Choice(["tensorrt"]),
+@click.option("--runner", type=click.Choice(SELFCHECK_RUNNERS), **_selfcheck_default("runner"),
               help="Runner to check.")
-@click.option("--device", default="cuda", show_default=True, help="cuda or cuda:N.")
+@click.option("--device", **_selfcheck_default("device"), help="cuda or cuda:N.")
 @click.option("--flavour", "flavours", multiple=True, type=click.Choice(["tensorrt", "tensorrt_rtx"]),
               help="Flavour to check (repeatable); default every flavour that imports.")
-@click.option("--samples", default=100, show_default=True, type=int, help="Samples per (contract, case).")
-@click.option("--warmup", default=5, show_default=True, type=int, help="Untimed calls before sampling.")
+@click.option("--samples", type=int, **_selfcheck_default("samples"), help="Samples per (contract, case).")
+@click.option("--warmup", type=int, **_selfcheck_default("warmup"), help="Untimed calls before sampling.")
 @click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the receipts and verdict.txt go; default receipts/selfcheck-STAMP/.")
 def selfcheck(runner: str, device: str, flavours: tuple[str, ...], samples: int, warmup: int,
@@ -729,13 +775,14 @@ def store_add(receipts: tuple[Path, ...], root: Path) -> None:
 @click.argument("store_dir", metavar="STORE", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
               help="Site directory (replaced whole if benchbox wrote it before).")
-@click.option("--threshold", default="5%", show_default=True,
+@click.option("--threshold", **_diff_default("threshold"),
               help="Relative change that counts, for steps (as in benchbox diff) and change points.")
-@click.option("--metric", type=click.Choice(["p50", "p99", "both"]), default="p50", show_default=True,
+@click.option("--metric", type=click.Choice(["p50", "p99", "both"]), **_diff_default("metric"),
               help="What the diff of each step judges.")
-@click.option("--alpha", default=0.05, show_default=True, type=float,
+@click.option("--alpha", type=float, **_diff_default("alpha"),
               help="Family-wise error rate of each step's diff (Holm across its rows).")
-@click.option("--max-pvalue", default=0.001, show_default=True, type=float,
+@click.option("--max-pvalue", type=float,
+              **_declared("benchbox.report.changepoints", "Detector", "max_pvalue"),
               help="Change points: the t-test p-value a change must reach.")
 @click.option("--min-change", default=None, metavar="PCT",
               help="Change points: the smallest change kept (default: --threshold).")

@@ -23,6 +23,8 @@ QUEUE = "queue"
 TIMELINE: tuple[str, ...] = (QUEUE, *STAGES)
 ARRIVALS = ("back_to_back", "gap", "poisson")
 IDLE_MODES = ("sleep", "busy")
+#: how waits are spent where neither the contract nor the run says
+DEFAULT_IDLE = "sleep"
 CLOCKS = ("host", "device")
 SYNC_RULES = ("none", "stream", "device")
 EVENT_FLOORS = ("keep", "subtract")
@@ -41,7 +43,7 @@ class Arrival:
     kind: str = "back_to_back"
     gap_ms: float = 0.0
     rate_per_s: float = 0.0
-    idle: str = "sleep"
+    idle: str = DEFAULT_IDLE
     seed: int = 0
     #: the fields given at run time (``--gap``, ``--rate``, ``--idle``) rather than declared
     set_at_run: tuple[str, ...] = ()
@@ -246,7 +248,7 @@ def arrival_from_dict(data: Any, where: str) -> Arrival:
     stray = sorted(k for k in set(data) - {"kind", "set_at_run"} - allowed[kind])
     if stray:
         raise UsageError(f"{where}: policy.arrival.{stray[0]} does not apply to kind = {kind!r}")
-    idle = data.get("idle", "sleep")
+    idle = data.get("idle", DEFAULT_IDLE)
     if idle not in IDLE_MODES:
         raise UsageError(f"{where}: policy.arrival.idle must be one of {', '.join(IDLE_MODES)}, "
                          f"got {_short(idle)}")

@@ -26,6 +26,7 @@ from benchbox.plots._common import (
     runner_colour,
     two_lines,
 )
+from benchbox.receipts.diff import DiffOptions
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -59,7 +60,8 @@ def _flags(receipts: Sequence[LabelledReceipt]) -> dict[tuple[str, str], tuple[s
     return {k: tuple(f for f in ("noisy", "unsettled") if f in v) for k, v in out.items()}
 
 
-def figure(receipts: Sequence[LabelledReceipt], threshold: float = 0.05, options: Any = None) -> Figure:
+def figure(receipts: Sequence[LabelledReceipt], threshold: float = DiffOptions.threshold,
+           options: Any = None) -> Figure:
     """Ratio HEAD/BASE of p50 and p99 with intervals; the ±threshold band shaded.
 
     The verdicts are ``benchbox diff``'s with the same options (``options``; by default
