@@ -244,12 +244,19 @@ def _config_option(flag: str, field: str, values: str = "", **kw: Any) -> Callab
 
 
 def _values() -> dict[str, str]:
-    """Valid values named in ``run --help`` (from torch-free registries)."""
+    """Valid values named in ``run --help`` and ``sweep --help`` (from torch-free registries)."""
+    from benchbox.contracts import builtin_names
+    from benchbox.tasks import builtin_tasks
     from benchbox.tasks.decision.spec import CASE_NAMES, SIZES
+    from benchbox.tasks.decision.task import GATES
 
+    per_dtype = ", ".join(f"{d} " + " / ".join(f"{v:g}" for v in g.values()) for d, g in GATES.items())
     return {"runners": ", ".join(ENTRIES),
             "cases": f"{', '.join(CASE_NAMES)} (the decision task; `benchbox tasks` lists every task's)",
-            "size": f"{', '.join(SIZES)} (the decision task)"}
+            "size": f"{', '.join(SIZES)} (the decision task)",
+            "contracts": f"{', '.join(builtin_names())} (built in; `benchbox contracts` shows each)",
+            "task": f"{', '.join(builtin_tasks())} (built in)",
+            "gates": f"{', '.join(GATES['float32'])} (the decision task's defaults: {per_dtype})"}
 
 
 _VALUES = _values()
@@ -352,8 +359,9 @@ def main() -> None:
 
 
 @main.command()
-@_config_option("--contract", "contracts", multiple=True, default=(default("contract"),), show_default=True)
-@_config_option("--task", "task")
+@_config_option("--contract", "contracts", _VALUES["contracts"], multiple=True,
+                default=(default("contract"),), show_default=True)
+@_config_option("--task", "task", _VALUES["task"])
 @_config_option("--size", "size", _VALUES["size"])
 @_config_option("--dtype", "dtype", type=click.Choice(DTYPES))
 @_config_option("--runner", "runners", _VALUES["runners"], multiple=True)
@@ -376,15 +384,17 @@ def main() -> None:
 @click.option("--runner-option", multiple=True, help="RUNNER:KEY=VALUE for any runner (repeatable).")
 @_config_option("--baseline", "baseline")
 @click.option("--task-option", multiple=True, help="KEY=VALUE passed to the task (repeatable).")
-@click.option("--gate", multiple=True, help="Accuracy gate threshold override GATE=VALUE (repeatable).")
+@click.option("--gate", multiple=True, metavar="GATE=VALUE",
+              help=f"Accuracy gate threshold override (repeatable). Gates: {_VALUES['gates']}.")
 @click.option("--label", multiple=True, metavar="KEY=VALUE",
               help="A fact about the run's conditions, recorded as settings.labels (repeatable).")
 @_config_option("--out", "out", type=click.Path(dir_okay=False, path_type=Path))
 @_config_option("--overwrite", "overwrite", is_flag=True)
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr (the tables still go to stdout).")
 @click.option("-v", "--verbose", is_flag=True,
-              help="Every phase of every case, and library output (warnings, compiler logs) as it comes; "
-                   "it is kept in RECEIPT.log and the runner reports either way.")
+              help="Every phase of every case, and the library output (warnings, compiler logs) of each "
+                   "phase once that phase ends; it is kept in RECEIPT.log and the runner reports either "
+                   "way.")
 def run(quiet: bool, verbose: bool, **params: Any) -> None:
     """Measure runners × cases under a timing contract and write a receipt.
 
@@ -432,12 +442,13 @@ def _run_config(contracts_: tuple[str, ...], task: str, size: str, dtype: str, r
 @main.command()
 @click.option("--contract", "contracts_", multiple=True, default=(default("contract"),),
               show_default=True, help="Built-in contract name or path to a contract TOML file (repeatable): "
-                                      "each is measured at every point, one receipt per contract and point.")
-@_config_option("--task", "task")
-@_config_option("--size", "size")
+                                      "each is measured at every point, one receipt per contract and point. "
+                                      f"Values: {_VALUES['contracts']}.")
+@_config_option("--task", "task", _VALUES["task"])
+@_config_option("--size", "size", _VALUES["size"])
 @_config_option("--dtype", "dtype", type=click.Choice(DTYPES))
-@_config_option("--runner", "runners", multiple=True)
-@_config_option("--case", "cases", multiple=True)
+@_config_option("--runner", "runners", _VALUES["runners"], multiple=True)
+@_config_option("--case", "cases", _VALUES["cases"], multiple=True)
 @_config_option("--device", "device")
 @_config_option("--threads", "threads", type=int)
 @_config_option("--warmup", "warmup", type=int)
