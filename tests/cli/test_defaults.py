@@ -6,6 +6,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -20,7 +21,8 @@ from benchbox.sweep import SweepConfig
 
 def _params(command: str, *args: str) -> dict[str, Any]:
     """The values ``benchbox COMMAND ARGS`` parses its options to (nothing is run)."""
-    return main.commands[command].make_context(command, list(args)).params
+    parent = click.Context(main, info_name="benchbox", **main.context_settings)  # as `benchbox` makes it
+    return main.commands[command].make_context(command, list(args), parent=parent).params
 
 
 def test_run_options_default_to_run_config() -> None:
