@@ -67,11 +67,13 @@ def load_receipt(path: PathLike) -> Receipt:
     return receipts.load_receipt(path)
 
 
-def diff(base: PathLike | Receipt, head: PathLike | Receipt, *, threshold: float = 0.05,
-         metric: str = "p50", alpha: float = 0.05, accept: Sequence[str] = ()) -> DiffResult:
+def diff(base: PathLike | Receipt, head: PathLike | Receipt, *, threshold: float | None = None,
+         metric: str | None = None, alpha: float | None = None, accept: Sequence[str] = ()) -> DiffResult:
     """Compare two receipts (paths or loaded) row by row, as ``benchbox diff`` does.
 
     ``threshold`` is a fraction (0.05 = 5%); ``metric`` is ``p50``, ``p99`` or ``both``;
+    ``threshold``, ``metric`` and ``alpha`` left out (None) take
+    :class:`~benchbox.receipts.diff.DiffOptions`' defaults;
     ``accept`` names kinds of difference to compare across (device, model, options,
     incomplete, noisy, unsettled, cpu, load, gpu, versions). The result's ``rows`` carry the
     verdicts; ``exit_code`` is 1 on a regression, 3 when no regression was found but some
@@ -80,18 +82,19 @@ def diff(base: PathLike | Receipt, head: PathLike | Receipt, *, threshold: float
     """
     from benchbox.receipts.diff import DiffOptions, accept_kinds, diff_receipts
 
-    opts = DiffOptions(threshold=threshold, metric=metric, alpha=alpha, accept=accept_kinds(accept))
+    opts = DiffOptions(**_given(threshold=threshold, metric=metric, alpha=alpha), accept=accept_kinds(accept))
     names = [str(x) if isinstance(x, (str, Path)) else label for x, label in ((base, "BASE"), (head, "HEAD"))]
     return diff_receipts(_loaded(base), _loaded(head), opts, *names)
 
 
 def plot(receipts: PathLike | Sequence[PathLike], output: PathLike, kind: str = "quantiles",
-         threshold: float = 0.05, *, metric: str = "p50", accept: Sequence[str] = ()) -> Path:
+         threshold: float | None = None, *, metric: str | None = None, accept: Sequence[str] = ()) -> Path:
     """Draw a figure from receipt files and save it (``.png`` or ``.svg``); return its path.
 
     ``kind``: ``quantiles`` (p50/p99 per case), ``stages`` (per-stage medians with the
     contract's region), ``ecdf`` (distributions), ``diff`` (two receipts: BASE, HEAD; judged
-    as :func:`diff` judges them, with ``threshold``, ``metric`` and ``accept``) or ``sweep``
+    as :func:`diff` judges them, with ``threshold``, ``metric`` and ``accept``, by default
+    :class:`~benchbox.receipts.diff.DiffOptions`') or ``sweep``
     (a sweep's index or its receipts: latency against load).
     """
     from benchbox.plots import render
@@ -100,8 +103,8 @@ def plot(receipts: PathLike | Sequence[PathLike], output: PathLike, kind: str = 
     paths = [receipts] if isinstance(receipts, (str, Path)) else list(receipts)
     opts = None
     if kind == "diff":
-        opts = DiffOptions(threshold=threshold, metric=metric, accept=accept_kinds(accept))
-    return render(paths, output, kind, threshold, opts)
+        opts = DiffOptions(**_given(threshold=threshold, metric=metric), accept=accept_kinds(accept))
+    return render(paths, output, kind, diff_options=opts)
 
 
 def export(receipt: PathLike | Receipt, fmt: str, output: PathLike | None = None) -> Path:
@@ -116,6 +119,11 @@ def export(receipt: PathLike | Receipt, fmt: str, output: PathLike | None = None
             raise UsageError("benchbox.export: give an output path for a loaded receipt")
         output = default_output(receipt, fmt) if fmt in ("pyperf", "csv", "parquet") else Path("-")
     return export_receipt(_loaded(receipt), fmt, output)
+
+
+def _given(**values: Any) -> dict[str, Any]:
+    """The values a caller gave (None: the declared default)."""
+    return {k: v for k, v in values.items() if v is not None}
 
 
 def _loaded(r: PathLike | Receipt) -> Receipt:

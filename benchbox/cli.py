@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,9 +18,12 @@ from typing import Any, NoReturn
 import click
 
 from benchbox import __version__
+from benchbox.contracts import IDLE_MODES
 from benchbox.errors import BenchboxError, FieldError, UsageError
-from benchbox.run.config import default, help_text
+from benchbox.run.config import DTYPES, default, help_text
 from benchbox.runners import ENTRIES, CliAlias
+from benchbox.selfcheck import RUNNERS as SELFCHECK_RUNNERS
+from benchbox.sweep import SweepConfig
 
 #: configuration field → the flag that sets it, per command
 FLAGS: dict[str, dict[str, str]] = {
@@ -39,7 +43,24 @@ FLAGS: dict[str, dict[str, str]] = {
               "runner_options": "--runner-option", "task_options": "--task-option", "labels": "--label",
               "max_backlog": "--max-backlog", "max_queue_ms": "--max-queue", "gaps_ms": "--gap",
               "rates": "--rate", "idles": "--idle", "settle_s": "--settle-s"},
+    "report": {"threshold": "--threshold", "metric": "--metric", "alpha": "--alpha",
+               "max_pvalue": "--max-pvalue", "min_change": "--min-change"},
+    "tasks": {"task": "--task"},
+    "runners": {"device": "--device"},
+    "selfcheck": {"runner": "--runner", "device": "--device", "flavours": "--flavour",
+                  "samples": "--samples", "warmup": "--warmup"},
+    "matrix": {"executor": "--executor", "ray_address": "--ray-address", "revision": "--revision"},
 }
+
+
+def _flagged(text: str, command: str | None) -> str:
+    """Library wording in the command's terms: a setting written ``field=value`` (see
+    :mod:`benchbox.errors`) becomes ``--flag value`` for the fields the command has a flag for."""
+    flags = FLAGS.get(command or "", {})
+    if not flags or "=" not in text:
+        return text
+    names = "|".join(re.escape(f) for f in sorted(flags, key=len, reverse=True))
+    return re.sub(rf"(?<![\w.=-])({names})=(?=\S)", lambda m: f"{flags[m[1]]} ", text)
 
 
 def _echo(text: Any = "", err: bool = False) -> None:
@@ -65,7 +86,7 @@ def _fail(e: BenchboxError, command: str | None = None) -> NoReturn:
     if isinstance(e, FieldError):
         flag = FLAGS.get(command or "", {}).get(e.field)
         message = f"{flag or e.field}: {e.message}"
-    _echo(prefix + _one_line(message), err=True)
+    _echo(prefix + _one_line(_flagged(message, command)), err=True)
     sys.exit(e.exit_code)
 
 
@@ -223,15 +244,56 @@ def _config_option(flag: str, field: str, values: str = "", **kw: Any) -> Callab
 
 
 def _values() -> dict[str, str]:
-    """Valid values named in ``run --help`` (from torch-free registries)."""
+    """Valid values named in ``run --help`` and ``sweep --help`` (from torch-free registries)."""
+    from benchbox.contracts import builtin_names
+    from benchbox.tasks import builtin_tasks
     from benchbox.tasks.decision.spec import CASE_NAMES, SIZES
+    from benchbox.tasks.decision.task import GATES
 
+    per_dtype = ", ".join(f"{d} " + " / ".join(f"{v:g}" for v in g.values()) for d, g in GATES.items())
     return {"runners": ", ".join(ENTRIES),
             "cases": f"{', '.join(CASE_NAMES)} (the decision task; `benchbox tasks` lists every task's)",
-            "size": f"{', '.join(SIZES)} (the decision task)"}
+            "size": f"{', '.join(SIZES)} (the decision task)",
+            "contracts": f"{', '.join(builtin_names())} (built in; `benchbox contracts` shows each)",
+            "task": f"{', '.join(builtin_tasks())} (built in)",
+            "gates": f"{', '.join(GATES['float32'])} (the decision task's defaults: {per_dtype})"}
 
 
 _VALUES = _values()
+
+
+class _Declared(click.Option):
+    """An option whose default is the library's declaration, read when help or parsing needs it
+    (not at import: the declaring module may be a heavy one)."""
+
+    def __init__(self, *args: Any, declared: Callable[[], Any], **kw: Any) -> None:
+        super().__init__(*args, show_default=True, **kw)
+        self.declared = declared
+
+    def get_default(self, ctx: click.Context, call: bool = True) -> Any:
+        return self.declared()
+
+
+def _declared(module: str, cls: str, name: str, shown: Callable[[Any], Any] = lambda v: v) -> dict[str, Any]:
+    """Keywords of an option whose default is field ``name`` of dataclass ``module.cls``."""
+    def read() -> Any:
+        import dataclasses
+        import importlib
+
+        fields = {f.name: f for f in dataclasses.fields(getattr(importlib.import_module(module), cls))}
+        return shown(fields[name].default)
+
+    return {"cls": _Declared, "declared": read}
+
+
+def _diff_default(name: str) -> dict[str, Any]:
+    """An option of diff, plot or report defaulting to DiffOptions' field (the threshold in percent)."""
+    return _declared("benchbox.receipts.diff", "DiffOptions", name,
+                     (lambda v: f"{v * 100:g}%") if name == "threshold" else (lambda v: v))
+
+
+def _selfcheck_default(name: str) -> dict[str, Any]:
+    return _declared("benchbox.selfcheck", "SelfCheckConfig", name)
 
 
 def _alias_option(runner: str, alias: CliAlias) -> Callable[[Any], Any]:
@@ -297,11 +359,11 @@ def main() -> None:
 
 
 @main.command()
-@_config_option("--contract", "contracts", multiple=True,
-                default=("public_task_call_wall",), show_default=True)
-@_config_option("--task", "task")
+@_config_option("--contract", "contracts", _VALUES["contracts"], multiple=True,
+                default=(default("contract"),), show_default=True)
+@_config_option("--task", "task", _VALUES["task"])
 @_config_option("--size", "size", _VALUES["size"])
-@_config_option("--dtype", "dtype", type=click.Choice(["float32", "float16", "bfloat16"]))
+@_config_option("--dtype", "dtype", type=click.Choice(DTYPES))
 @_config_option("--runner", "runners", _VALUES["runners"], multiple=True)
 @_config_option("--case", "cases", _VALUES["cases"], multiple=True)
 @_config_option("--device", "device")
@@ -314,7 +376,7 @@ def main() -> None:
 @_config_option("--max-time", "max_time_s", type=float)
 @_config_option("--gap", "gap_ms", metavar="DURATION")
 @_config_option("--rate", "rate_per_s", metavar="PER_S")
-@_config_option("--idle", "idle", type=click.Choice(["sleep", "busy"]))
+@_config_option("--idle", "idle", type=click.Choice(IDLE_MODES))
 @_config_option("--max-backlog", "max_backlog", type=int)
 @_config_option("--max-queue", "max_queue_ms", type=float, metavar="MS")
 @_config_option("--case-time-limit", "case_time_limit_s", type=float, metavar="SECONDS")
@@ -322,22 +384,18 @@ def main() -> None:
 @click.option("--runner-option", multiple=True, help="RUNNER:KEY=VALUE for any runner (repeatable).")
 @_config_option("--baseline", "baseline")
 @click.option("--task-option", multiple=True, help="KEY=VALUE passed to the task (repeatable).")
-@click.option("--gate", multiple=True, help="Accuracy gate threshold override GATE=VALUE (repeatable).")
+@click.option("--gate", multiple=True, metavar="GATE=VALUE",
+              help=f"Accuracy gate threshold override (repeatable). Gates: {_VALUES['gates']}.")
 @click.option("--label", multiple=True, metavar="KEY=VALUE",
               help="A fact about the run's conditions, recorded as settings.labels (repeatable).")
 @_config_option("--out", "out", type=click.Path(dir_okay=False, path_type=Path))
 @_config_option("--overwrite", "overwrite", is_flag=True)
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr (the tables still go to stdout).")
 @click.option("-v", "--verbose", is_flag=True,
-              help="Every phase of every case, and library output (warnings, compiler logs) as it comes; "
-                   "it is kept in RECEIPT.log and the runner reports either way.")
-def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_: tuple[str, ...],
-        cases_: tuple[str, ...], device: str, threads: int | None, warmup: int, samples: int, repeats: int,
-        target_ci: str | None, max_samples: int, max_time_s: float, case_time_limit_s: float,
-        runner_option: tuple[str, ...],
-        baseline: str | None, task_option: tuple[str, ...], gate: tuple[str, ...], label: tuple[str, ...],
-        out: Path | None, gap_ms: str | None, rate_per_s: str | None, idle: str | None, max_backlog: int,
-        max_queue_ms: float, overwrite: bool, quiet: bool, verbose: bool, **aliases: Any) -> None:
+              help="Every phase of every case, and the library output (warnings, compiler logs) of each "
+                   "phase once that phase ends; it is kept in RECEIPT.log and the runner reports either "
+                   "way.")
+def run(quiet: bool, verbose: bool, **params: Any) -> None:
     """Measure runners × cases under a timing contract and write a receipt.
 
     On a terminal a live line shows the case, its phase (calibrate, reference, compile,
@@ -345,10 +403,30 @@ def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_:
     """
     from benchbox import api
     from benchbox.render import results_table
+    from benchbox.run.progress import reporter_for
+
+    cfg = _run_config(**params)
+    outcome = api.run(cfg, reporter=reporter_for(_progress_stream(), quiet, verbose))
+    for o in outcome.all:
+        _echo(results_table(o.receipt))
+        _echo(f"receipt written to {o.path}" if o.saved else "receipt NOT written (see below)")
+    if outcome.problem:  # a write failed: the rows are elsewhere or only in the table
+        _echo(f"benchbox: error: {_one_line(outcome.problem)}", err=True)
+    sys.exit(0 if outcome.ok and not outcome.problem else 1)
+
+
+def _run_config(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_: tuple[str, ...],
+                cases_: tuple[str, ...], device: str, threads: int | None, warmup: int, samples: int,
+                repeats: int, target_ci: str | None, max_samples: int, max_time_s: float,
+                case_time_limit_s: float, runner_option: tuple[str, ...], baseline: str | None,
+                task_option: tuple[str, ...], gate: tuple[str, ...], label: tuple[str, ...], out: Path | None,
+                gap_ms: str | None, rate_per_s: str | None, idle: str | None, max_backlog: int,
+                max_queue_ms: float, overwrite: bool, **aliases: Any) -> Any:
+    """The RunConfig that ``benchbox run``'s options ask for."""
     from benchbox.run import DEFAULT_RUNNERS, RunConfig
 
     runners = tuple(runners_) or DEFAULT_RUNNERS
-    cfg = RunConfig(
+    return RunConfig(
         contract=contracts_[0], contracts=tuple(contracts_) if len(contracts_) > 1 else (),
         task=task, size=size, dtype=dtype, runners=runners, cases=tuple(cases_), device=device,
         threads=threads, warmup=warmup, samples=samples, repeats=repeats,
@@ -359,26 +437,18 @@ def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_:
         task_options=_pairs(task_option, "--task-option"), gates=_pairs(gate, "--gate"),
         labels=_labels(label), command=tuple(["benchbox", *sys.argv[1:]]), gap_ms=_gap_ms(gap_ms),
         rate_per_s=_rate(rate_per_s), idle=idle, max_backlog=max_backlog, max_queue_ms=max_queue_ms)
-    from benchbox.run.progress import reporter_for
-
-    outcome = api.run(cfg, reporter=reporter_for(_progress_stream(), quiet, verbose))
-    for o in outcome.all:
-        _echo(results_table(o.receipt))
-        _echo(f"receipt written to {o.path}" if o.saved else "receipt NOT written (see below)")
-    if outcome.problem:  # a write failed: the rows are elsewhere or only in the table
-        _echo(f"benchbox: error: {_one_line(outcome.problem)}", err=True)
-    sys.exit(0 if outcome.ok and not outcome.problem else 1)
 
 
 @main.command()
-@click.option("--contract", "contracts_", multiple=True, default=("public_task_call_wall",),
+@click.option("--contract", "contracts_", multiple=True, default=(default("contract"),),
               show_default=True, help="Built-in contract name or path to a contract TOML file (repeatable): "
-                                      "each is measured at every point, one receipt per contract and point.")
-@_config_option("--task", "task")
-@_config_option("--size", "size")
-@_config_option("--dtype", "dtype", type=click.Choice(["float32", "float16", "bfloat16"]))
-@_config_option("--runner", "runners", multiple=True)
-@_config_option("--case", "cases", multiple=True)
+                                      "each is measured at every point, one receipt per contract and point. "
+                                      f"Values: {_VALUES['contracts']}.")
+@_config_option("--task", "task", _VALUES["task"])
+@_config_option("--size", "size", _VALUES["size"])
+@_config_option("--dtype", "dtype", type=click.Choice(DTYPES))
+@_config_option("--runner", "runners", _VALUES["runners"], multiple=True)
+@_config_option("--case", "cases", _VALUES["cases"], multiple=True)
 @_config_option("--device", "device")
 @_config_option("--threads", "threads", type=int)
 @_config_option("--warmup", "warmup", type=int)
@@ -388,11 +458,12 @@ def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_:
 @click.option("--rate", "rates", multiple=True, metavar="RATE",
               help="A Poisson arrival rate to measure (repeatable): requests per second (50), or a fraction "
                    "of the runner's back-to-back throughput on the one --case (0.3x).")
-@click.option("--idle", "idles", multiple=True, type=click.Choice(["sleep", "busy"]),
-              help="How waits are spent (repeatable: every point under each); default sleep.")
+@click.option("--idle", "idles", multiple=True, type=click.Choice(IDLE_MODES),
+              help="How waits are spent (repeatable: every point under each); default "
+                   f"{', '.join(SweepConfig.idles)}.")
 @_config_option("--max-backlog", "max_backlog", type=int)
 @_config_option("--max-queue", "max_queue_ms", type=float, metavar="MS")
-@click.option("--settle-s", "settle_s", type=float, default=2.0, show_default=True,
+@click.option("--settle-s", "settle_s", type=float, default=SweepConfig.settle_s, show_default=True,
               metavar="SECONDS", help="Untimed back-to-back calls for this long before each runner's "
                                       "first point (after its compile), so the back-to-back reference "
                                       "is not taken on a device coming up from idle clocks; recorded in "
@@ -403,15 +474,26 @@ def run(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_:
               help="A fact about the run's conditions, recorded as settings.labels (repeatable).")
 @click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Folder for the receipts (one per point) and the index sweep.json.")
-def sweep(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_: tuple[str, ...],
-          cases_: tuple[str, ...], device: str, threads: int | None, warmup: int, samples: int,
-          gaps: tuple[str, ...], rates: tuple[str, ...], idles: tuple[str, ...], max_backlog: int,
-          max_queue_ms: float, settle_s: float, runner_option: tuple[str, ...], task_option: tuple[str, ...],
-          label: tuple[str, ...], out_dir: Path) -> None:
+def sweep(**params: Any) -> None:
     """Measure latency against load: back to back, then under each gap and each rate."""
-    from benchbox.run import DEFAULT_RUNNERS, RunConfig
-    from benchbox.sweep import SweepConfig
     from benchbox.sweep import sweep as do_sweep
+
+    outcome = do_sweep(_sweep_config(**params), progress=lambda s: _echo(s, err=True))
+    for r, t in outcome.throughput_per_s.items():
+        _echo(f"{r}: back-to-back throughput {t:,.0f} calls/s")
+    for o in outcome.overloaded:
+        _echo(f"overloaded: {o}")
+    _echo(f"{len(outcome.receipts)} receipts; index written to {outcome.index}")
+    sys.exit(0 if outcome.ok else 1)
+
+
+def _sweep_config(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_: tuple[str, ...],
+                  cases_: tuple[str, ...], device: str, threads: int | None, warmup: int, samples: int,
+                  gaps: tuple[str, ...], rates: tuple[str, ...], idles: tuple[str, ...], max_backlog: int,
+                  max_queue_ms: float, settle_s: float, runner_option: tuple[str, ...],
+                  task_option: tuple[str, ...], label: tuple[str, ...], out_dir: Path) -> SweepConfig:
+    """The SweepConfig that ``benchbox sweep``'s options ask for."""
+    from benchbox.run import DEFAULT_RUNNERS, RunConfig
 
     runners = tuple(runners_) or DEFAULT_RUNNERS
     run_cfg = RunConfig(
@@ -422,15 +504,8 @@ def sweep(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners
         task_options=_pairs(task_option, "--task-option"), labels=_labels(label),
         command=tuple(["benchbox", *sys.argv[1:]]))
     gaps_ms = tuple(float(g) for g in (_gap_ms(raw) for raw in gaps) if g is not None)
-    cfg = SweepConfig(run=run_cfg, out_dir=out_dir, gaps_ms=gaps_ms, rates=tuple(rates),
-                      idles=tuple(idles) or ("sleep",), settle_s=settle_s)
-    outcome = do_sweep(cfg, progress=lambda s: _echo(s, err=True))
-    for r, t in outcome.throughput_per_s.items():
-        _echo(f"{r}: back-to-back throughput {t:,.0f} calls/s")
-    for o in outcome.overloaded:
-        _echo(f"overloaded: {o}")
-    _echo(f"{len(outcome.receipts)} receipts; index written to {outcome.index}")
-    sys.exit(0 if outcome.ok else 1)
+    return SweepConfig(run=run_cfg, out_dir=out_dir, gaps_ms=gaps_ms, rates=tuple(rates), settle_s=settle_s,
+                       **({"idles": tuple(idles)} if idles else {}))
 
 
 @main.command()
@@ -512,18 +587,26 @@ def _threshold(raw: str) -> float:
         raise UsageError(f"--threshold expects a percentage such as 5 or 5%, got {raw!r}") from None
 
 
+def _diff_in_flags(result: Any) -> Any:
+    """A diff whose row reasons name flags (``--accept cpu``) where the library names fields."""
+    import dataclasses
+
+    rows = tuple(dataclasses.replace(r, reason=_flagged(r.reason, "diff")) for r in result.rows)
+    return dataclasses.replace(result, rows=rows)
+
+
 @main.command()
 @click.argument("base", type=click.Path(path_type=Path))
 @click.argument("head", type=click.Path(path_type=Path))
-@click.option("--threshold", default="5%", show_default=True,
+@click.option("--threshold", **_diff_default("threshold"),
               help="Relative change that counts, in percent (5 or 5%).")
-@click.option("--metric", type=click.Choice(["p50", "p99", "both"]), default="p50", show_default=True,
+@click.option("--metric", type=click.Choice(["p50", "p99", "both"]), **_diff_default("metric"),
               help="What the verdict judges: the median, the 99th percentile, or both.")
 @click.option("--accept", multiple=True,
               help="Compare rows despite this kind of difference: declared (device, model, options, "
                    "incomplete: a receipt of an unfinished run) or conditions (noisy, unsettled, cpu, "
                    "load, gpu, versions) (repeatable).")
-@click.option("--alpha", default=0.05, show_default=True, type=float,
+@click.option("--alpha", type=float, **_diff_default("alpha"),
               help="Family-wise error rate (Holm across rows; halved per family with --metric both).")
 @click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table",
               show_default=True, help="table for the terminal, markdown for a pull request, json for tools.")
@@ -541,11 +624,12 @@ def diff(base: Path, head: Path, threshold: str, metric: str, accept: tuple[str,
         result = api.diff(base, head, threshold=_threshold(threshold), metric=metric, alpha=alpha,
                           accept=accept)
     except ComparisonRefused as e:
-        render.write_step_summary(render.refused_markdown(str(e)))
+        render.write_step_summary(render.refused_markdown(_flagged(str(e), "diff")))
         raise
     shown = {"table": render.diff_table, "markdown": render.diff_markdown, "json": render.diff_json}[fmt]
-    _echo(shown(result))
-    render.write_step_summary(render.diff_markdown(result))
+    people = _diff_in_flags(result)  # for tools (json) the library's wording
+    _echo(shown(result if fmt == "json" else people))
+    render.write_step_summary(render.diff_markdown(people))
     sys.exit(result.exit_code)
 
 
@@ -570,9 +654,9 @@ def export(receipt: Path, fmt: str, output: Path | None) -> None:
 @click.option("--kind", type=click.Choice(["quantiles", "stages", "ecdf", "diff", "sweep"]),
               default="quantiles", show_default=True,
               help="diff takes two receipts: BASE HEAD; sweep takes a sweep's receipts or its sweep.json.")
-@click.option("--threshold", default="5%", show_default=True,
+@click.option("--threshold", **_diff_default("threshold"),
               help="diff: relative change that counts, in percent (5 or 5%).")
-@click.option("--metric", type=click.Choice(["p50", "p99", "both"]), default="p50", show_default=True,
+@click.option("--metric", type=click.Choice(["p50", "p99", "both"]), **_diff_default("metric"),
               help="diff: what is judged, as in benchbox diff.")
 @click.option("--accept", multiple=True, help="diff: as benchbox diff --accept (repeatable).")
 def plot(receipts: tuple[Path, ...], output: Path, kind: str, threshold: str, metric: str,
@@ -637,7 +721,7 @@ def tasks(task_specs: tuple[str, ...], fmt: str) -> None:
 
 
 @main.command()
-@click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
+@click.option("--device", default=default("device"), show_default=True, help="cpu, cuda or cuda:N.")
 @_LIST_FORMAT
 def runners(device: str, fmt: str) -> None:
     """List runners and whether each can run here (and if not, why)."""
@@ -649,18 +733,19 @@ def runners(device: str, fmt: str) -> None:
     if fmt == "json":
         click.echo(dumps(runners_data(device, reasons)))
         return
-    _echo(table(["runner", f"on {device}"], [(n, r or "ready") for n, r in reasons.items()],
+    _echo(table(["runner", f"on {device}"], [(n, _flagged(r, "runners") if r else "ready")
+                                             for n, r in reasons.items()],
                      wrap=(f"on {device}",)))
 
 
 @main.command()
-@click.option("--runner", default="tensorrt", show_default=True, type=click.Choice(["tensorrt"]),
+@click.option("--runner", type=click.Choice(SELFCHECK_RUNNERS), **_selfcheck_default("runner"),
               help="Runner to check.")
-@click.option("--device", default="cuda", show_default=True, help="cuda or cuda:N.")
+@click.option("--device", **_selfcheck_default("device"), help="cuda or cuda:N.")
 @click.option("--flavour", "flavours", multiple=True, type=click.Choice(["tensorrt", "tensorrt_rtx"]),
               help="Flavour to check (repeatable); default every flavour that imports.")
-@click.option("--samples", default=100, show_default=True, type=int, help="Samples per (contract, case).")
-@click.option("--warmup", default=5, show_default=True, type=int, help="Untimed calls before sampling.")
+@click.option("--samples", type=int, **_selfcheck_default("samples"), help="Samples per (contract, case).")
+@click.option("--warmup", type=int, **_selfcheck_default("warmup"), help="Untimed calls before sampling.")
 @click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the receipts and verdict.txt go; default receipts/selfcheck-STAMP/.")
 def selfcheck(runner: str, device: str, flavours: tuple[str, ...], samples: int, warmup: int,
@@ -706,13 +791,14 @@ def store_add(receipts: tuple[Path, ...], root: Path) -> None:
 @click.argument("store_dir", metavar="STORE", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
               help="Site directory (replaced whole if benchbox wrote it before).")
-@click.option("--threshold", default="5%", show_default=True,
+@click.option("--threshold", **_diff_default("threshold"),
               help="Relative change that counts, for steps (as in benchbox diff) and change points.")
-@click.option("--metric", type=click.Choice(["p50", "p99", "both"]), default="p50", show_default=True,
+@click.option("--metric", type=click.Choice(["p50", "p99", "both"]), **_diff_default("metric"),
               help="What the diff of each step judges.")
-@click.option("--alpha", default=0.05, show_default=True, type=float,
+@click.option("--alpha", type=float, **_diff_default("alpha"),
               help="Family-wise error rate of each step's diff (Holm across its rows).")
-@click.option("--max-pvalue", default=0.001, show_default=True, type=float,
+@click.option("--max-pvalue", type=float,
+              **_declared("benchbox.report.changepoints", "Detector", "max_pvalue"),
               help="Change points: the t-test p-value a change must reach.")
 @click.option("--min-change", default=None, metavar="PCT",
               help="Change points: the smallest change kept (default: --threshold).")

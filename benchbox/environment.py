@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from benchbox import __version__
+from benchbox.errors import first_line
 
 
 def _git(args: list[str], cwd: Path) -> str | None:
@@ -206,7 +207,7 @@ def _gpu_state_smi(ident: str) -> dict[str, Any]:
     r = subprocess.run(["nvidia-smi", f"--id={ident}", f"--query-gpu={','.join(fields)}",
                         "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=10)
     if r.returncode != 0:
-        raise OSError(r.stderr.strip().splitlines()[0] if r.stderr.strip() else f"exit {r.returncode}")
+        raise OSError(first_line(r.stderr) or f"exit {r.returncode}")
     vals = [v.strip() for v in r.stdout.strip().splitlines()[0].split(",")]
     out: dict[str, Any] = {"source": "nvidia-smi"}
     for key, v in zip(["sm_clock_mhz", "mem_clock_mhz", "max_sm_clock_mhz", "temperature_c",

@@ -1,4 +1,10 @@
-"""Errors that the CLI turns into one line and an exit code."""
+"""Errors that the CLI turns into one line and an exit code.
+
+Library messages name configuration fields, never command-line flags: a :class:`FieldError`
+leads with its field (``samples: must be ≥ 1``), and a setting a message suggests is written
+``field=value`` (``accept=incomplete``). The command line shows both under their flags
+(``--samples: must be ≥ 1``, ``--accept incomplete``).
+"""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchbox.errors import UsageError
+from benchbox.errors import FieldError
 
 #: exit codes of ``benchbox selfcheck``
 EXIT_PASSED = 0       # executed, every check passed (warnings allowed)
@@ -315,7 +315,7 @@ def _flavours(cfg: SelfCheckConfig) -> tuple[list[str], list[str]]:
     if cfg.flavours:
         unknown = [f for f in cfg.flavours if f not in trt_runner.FLAVOURS]
         if unknown:
-            raise UsageError(f"selfcheck --flavour {unknown[0]!r}: one of {', '.join(trt_runner.FLAVOURS)}")
+            raise FieldError("flavours", f"{unknown[0]!r} is not one of {', '.join(trt_runner.FLAVOURS)}")
         return list(cfg.flavours), []
     chosen, notes = [], []
     for f in trt_runner.FLAVOURS:
@@ -334,9 +334,11 @@ def run_selfcheck(cfg: SelfCheckConfig, progress: Progress = lambda s: None) -> 
     from benchbox.run import RunConfig, run
 
     if cfg.runner not in RUNNERS:
-        raise UsageError(f"selfcheck --runner {cfg.runner!r}: the self-check covers {', '.join(RUNNERS)}")
-    if cfg.samples < 1 or cfg.warmup < 0:
-        raise UsageError("selfcheck --samples must be ≥ 1 and --warmup ≥ 0")
+        raise FieldError("runner", f"{cfg.runner!r}: the self-check covers {', '.join(RUNNERS)}")
+    if cfg.samples < 1:
+        raise FieldError("samples", f"must be ≥ 1, got {cfg.samples}")
+    if cfg.warmup < 0:
+        raise FieldError("warmup", f"must be ≥ 0, got {cfg.warmup}")
     flavours, notes = _flavours(cfg)
     stamp = re.sub(r"[^0-9TZ]", "", now_iso().replace("+00:00", "Z"))
     out_dir = Path(cfg.out_dir) if cfg.out_dir is not None else Path("receipts") / f"selfcheck-{stamp}"

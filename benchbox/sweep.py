@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchbox.contracts import IDLE_MODES, STAGES, Contract, load_contract
+from benchbox.contracts import DEFAULT_IDLE, IDLE_MODES, STAGES, Contract, load_contract
 from benchbox.errors import FieldError, UsageError
 from benchbox.run.config import RunConfig
 
@@ -41,7 +41,7 @@ class Point:
     """One arrival of a sweep: a gap, an absolute rate, or a fraction of back-to-back throughput."""
 
     kind: str  # back_to_back, gap or poisson
-    idle: str = "sleep"
+    idle: str = DEFAULT_IDLE
     gap_ms: float = 0.0
     rate_per_s: float | None = None
     fraction: float | None = None
@@ -74,7 +74,7 @@ class SweepConfig:
     gaps_ms: tuple[float, ...] = ()
     #: requests per second ("50") or fractions of back-to-back throughput ("0.3x")
     rates: tuple[str, ...] = ()
-    idles: tuple[str, ...] = ("sleep",)
+    idles: tuple[str, ...] = (DEFAULT_IDLE,)
     #: untimed back-to-back calls before each (runner, case)'s first point, in seconds
     settle_s: float = DEFAULT_SETTLE_S
 

@@ -2,6 +2,7 @@
 
 from benchbox.contracts.model import (
     ARRIVALS,
+    DEFAULT_IDLE,
     DEVICE_STAGES,
     IDLE_MODES,
     QUEUE,
@@ -18,7 +19,7 @@ from benchbox.contracts.model import (
 )
 
 __all__ = [
-    "ARRIVALS", "DEVICE_STAGES", "IDLE_MODES", "QUEUE", "STAGES", "TIMELINE", "Arrival", "Contract",
-    "Policy", "builtin_contracts",
+    "ARRIVALS", "DEFAULT_IDLE", "DEVICE_STAGES", "IDLE_MODES", "QUEUE", "STAGES", "TIMELINE", "Arrival",
+    "Contract", "Policy", "builtin_contracts",
     "builtin_names", "contract_from_dict", "load_contract", "parse_contract_toml",
 ]

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from benchbox.errors import UsageError
+from benchbox.errors import UsageError, first_line
 
 #: The stages of one task call, in pipeline order.
 STAGES: tuple[str, ...] = ("parse", "preprocess", "h2d", "compute", "d2h", "reduce", "answer", "serialize")
@@ -23,6 +23,8 @@ QUEUE = "queue"
 TIMELINE: tuple[str, ...] = (QUEUE, *STAGES)
 ARRIVALS = ("back_to_back", "gap", "poisson")
 IDLE_MODES = ("sleep", "busy")
+#: how waits are spent where neither the contract nor the run says
+DEFAULT_IDLE = "sleep"
 CLOCKS = ("host", "device")
 SYNC_RULES = ("none", "stream", "device")
 EVENT_FLOORS = ("keep", "subtract")
@@ -41,7 +43,7 @@ class Arrival:
     kind: str = "back_to_back"
     gap_ms: float = 0.0
     rate_per_s: float = 0.0
-    idle: str = "sleep"
+    idle: str = DEFAULT_IDLE
     seed: int = 0
     #: the fields given at run time (``--gap``, ``--rate``, ``--idle``) rather than declared
     set_at_run: tuple[str, ...] = ()
@@ -246,7 +248,7 @@ def arrival_from_dict(data: Any, where: str) -> Arrival:
     stray = sorted(k for k in set(data) - {"kind", "set_at_run"} - allowed[kind])
     if stray:
         raise UsageError(f"{where}: policy.arrival.{stray[0]} does not apply to kind = {kind!r}")
-    idle = data.get("idle", "sleep")
+    idle = data.get("idle", DEFAULT_IDLE)
     if idle not in IDLE_MODES:
         raise UsageError(f"{where}: policy.arrival.idle must be one of {', '.join(IDLE_MODES)}, "
                          f"got {_short(idle)}")
@@ -438,8 +440,7 @@ def parse_contract_toml(text: str, where: str) -> Contract:
     except RecursionError:
         raise UsageError(f"{where}: not valid TOML: nested too deeply") from None
     except ValueError as e:  # TOMLDecodeError, and integers too long to convert
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UsageError(f"{where}: not valid TOML: {msg[:200]}") from None
+        raise UsageError(f"{where}: not valid TOML: {first_line(e, 200)}") from None
     return contract_from_dict(data, where=where, source=where)
 
 

@@ -88,7 +88,7 @@ class Pacer:
     def __init__(self, arrival: Arrival, clock: HostClock, samples: int, bound: LoadBound) -> None:
         if arrival.open_loop and arrival.rate_per_s <= 0:
             raise UsageError("this contract's Poisson arrivals need a rate: give one at run time "
-                             "(--rate REQUESTS_PER_S)")
+                             "(rate_per_s=REQUESTS_PER_S)")
         self.arrival, self.clock, self.bound = arrival, clock, bound
         self.offsets = (poisson_offsets(arrival.rate_per_s, samples, arrival.seed)
                         if arrival.open_loop else None)

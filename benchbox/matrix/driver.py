@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchbox.errors import BenchboxError, UsageError
+from benchbox.errors import BenchboxError, FieldError, UsageError
 from benchbox.harness import PhaseTimer
 from benchbox.matrix.cell import CellJob, CellRun
 from benchbox.matrix.executors import make_executor
@@ -100,7 +100,7 @@ def current_revision() -> str:
 
 def _check_revision(revision: str) -> str:
     if not re.fullmatch(r"[\w.+\-/:]{1,200}", revision):
-        raise UsageError(f"--revision {revision[:60]!r}: use letters, digits and . + - / : _ only")
+        raise FieldError("revision", f"{revision[:60]!r}: use letters, digits and . + - / : _ only")
     return revision
 
 

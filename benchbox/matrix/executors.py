@@ -6,16 +6,11 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from benchbox.errors import MissingExtraError, UsageError
+from benchbox.errors import FieldError, MissingExtraError, UsageError, error_line
 from benchbox.matrix.cell import CellJob, CellRun, execute
 
 OnDone = Callable[[CellJob, CellRun], None]
 EXECUTORS = ("local", "ray")
-
-
-def _one_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"[:300]
 
 
 class LocalExecutor:
@@ -80,7 +75,7 @@ class RayExecutor:
                 ray.init(address=self.address, runtime_env=self.runtime_env or None, log_to_driver=False)
             except Exception as e:  # Ray raises many kinds (ConnectionError, RuntimeError, ValueError)
                 raise UsageError(f"cannot start or reach Ray at {self.address or 'a local instance'}: "
-                                 f"{_one_line(e)}") from None
+                                 f"{error_line(e, 300)}") from None
 
     def stop(self) -> None:
         """Shut down what :meth:`start` started."""
@@ -111,7 +106,7 @@ class RayExecutor:
                     try:
                         run = ray.get(f)
                     except ray.exceptions.RayError as e:
-                        run = CellRun(job.cell_id, None, f"the Ray worker failed: {_one_line(e)}", None)
+                        run = CellRun(job.cell_id, None, f"the Ray worker failed: {error_line(e, 300)}", None)
                     on_done(job, run)
         except KeyboardInterrupt:
             for f in futures:
@@ -126,7 +121,7 @@ def _check_reachable(address: str | None, timeout_s: float = 10.0) -> None:
     hostport = address.split("://", 1)[-1]
     host, sep, port = hostport.rpartition(":")
     if not sep or not port.isdigit():
-        raise UsageError(f"--ray-address {address!r}: expected HOST:PORT, ray://HOST:PORT, auto or local")
+        raise FieldError("ray_address", f"{address!r}: expected HOST:PORT, ray://HOST:PORT, auto or local")
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
     except OSError as e:
@@ -137,8 +132,8 @@ def make_executor(name: str, address: str | None = None, runtime_env: dict[str, 
                   ) -> LocalExecutor | RayExecutor:
     if name == "local":
         if address is not None:
-            raise UsageError("--ray-address is for --executor ray")
+            raise FieldError("ray_address", "only with executor=ray")
         return LocalExecutor()
     if name == "ray":
         return RayExecutor(address, runtime_env)
-    raise UsageError(f"unknown executor '{name}' ({', '.join(EXECUTORS)})")
+    raise FieldError("executor", f"unknown executor '{name}' ({', '.join(EXECUTORS)})")

@@ -27,6 +27,7 @@ from benchbox.plots._common import (
     rows_of,
     runner_colour,
 )
+from benchbox.receipts.diff import DiffOptions
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -78,7 +79,8 @@ def _handles(rows: Sequence[DiffRow], flags: dict[tuple[str, str], tuple[str, ..
     return handles
 
 
-def figure(receipts: Sequence[LabelledReceipt], threshold: float = 0.05, options: Any = None) -> Figure:
+def figure(receipts: Sequence[LabelledReceipt], threshold: float = DiffOptions.threshold,
+           options: Any = None) -> Figure:
     """Ratio HEAD/BASE of p50 and p99 with intervals; the ±threshold band shaded.
 
     The verdicts are ``benchbox diff``'s with the same options (``options``; by default
@@ -92,7 +94,7 @@ def figure(receipts: Sequence[LabelledReceipt], threshold: float = 0.05, options
     if len(receipts) != 2:
         raise UsageError(f"the diff plot takes exactly two receipts, BASE and HEAD (got {len(receipts)})")
     if not 0 < threshold < 1:
-        raise UsageError(f"--threshold must be between 0 and 100 percent, got {threshold * 100:g}")
+        raise UsageError(f"threshold: must be between 0% and 100%, got {threshold:.4g}")
     base, head = receipts
     opts = options if options is not None else DiffOptions(threshold=threshold)
     threshold = opts.threshold

@@ -444,7 +444,7 @@ def _refusal(key: tuple[str, str, str], verdict: str, kinds: dict[str, str], acc
              opts: DiffOptions, common: dict[str, Any]) -> DiffRow:
     refused = [k for k in kinds if k not in opts.accept]
     return DiffRow(*key, verdict, reason="; ".join(f"{k}: {kinds[k]}" for k in refused)
-                   + " (pass " + " ".join(f"--accept {k}" for k in refused) + " to compare anyway)",
+                   + " (pass " + " ".join(f"accept={k}" for k in refused) + " to compare anyway)",
                    accepted=tuple(accepted), **common)
 
 
@@ -515,7 +515,7 @@ def diff_receipts(base: Receipt, head: Receipt, options: DiffOptions | None = No
             if not r.is_complete:
                 why = r.interrupt_reason or "the run did not finish"
                 raise ComparisonRefused(f"{name} is an incomplete receipt ({why}): rows it lacks would "
-                                        "read as removed; rerun it, or pass --accept incomplete")
+                                        "read as removed; rerun it, or pass accept=incomplete")
     ib, ih = _index(base, base_name), _index(head, head_name)
     declared, notes = _run_differences(base, head, opts)
     conditions = environment_differences(base, head)

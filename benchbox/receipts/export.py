@@ -130,6 +130,8 @@ def to_frame(receipt: Receipt) -> Any:
     for s in stage_cols:
         cols[f"{s}_ns"] = []
     env = environment_facts(receipt)
+    # string columns hold strings, whatever type an edited receipt gives a fact (a numeric commit)
+    env = {k: v if k == "cpu_count" or v is None or isinstance(v, str) else str(v) for k, v in env.items()}
     for k in ENV_COLUMNS:
         cols[k] = []
     for r in rows:

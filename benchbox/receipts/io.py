@@ -230,6 +230,8 @@ def parse_receipt(text: str | bytes, where: str) -> Receipt:
         raise UsageError(f"{where}: not a receipt: the top level is not an object")
     _check_tree(data, where)
     version = data.get("schema_version")
+    if isinstance(version, float) and version.is_integer():  # an integer, as the schema reads 2.0
+        version = data["schema_version"] = int(version)
     if not isinstance(version, int) or isinstance(version, bool):
         raise UsageError(f"{where}: not a receipt: 'schema_version' missing or not an integer")
     if version > SCHEMA_VERSION:

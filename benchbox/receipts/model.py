@@ -2,8 +2,9 @@
 
 The writer encodes these records, the loader decodes into them (checking every
 declared field), and the shipped JSON Schema is generated from them
-(``python -m benchbox.receipts.model`` rewrites ``receipt.schema.json``; a test keeps the
-file equal to the generated one). Receipts may carry keys the model does not declare:
+(:func:`write_schema` rewrites ``receipt.schema.json``:
+``python -c "from benchbox.receipts.model import write_schema; write_schema()"``; a test keeps
+the file equal to the generated one). Receipts may carry keys the model does not declare:
 each record keeps them in ``extra`` and writes them back.
 
 Adding a field to a result row is one edit here (a field on :class:`ResultRow`) plus,

@@ -195,7 +195,7 @@ def _decode_union(args: tuple[Any, ...], value: Any, path: str) -> Any:
 def _decode_literal(args: tuple[Any, ...], value: Any, path: str) -> Any:
     if value not in args or isinstance(value, bool) != any(isinstance(a, bool) for a in args):
         raise _Invalid(path, f"{_short(value)} is not one of {', '.join(map(str, args))}")
-    return value
+    return args[args.index(value)]  # as declared: 1.0 is the literal 1
 
 
 def _decode_scalar(tp: type, meta: tuple[Any, ...], value: Any, path: str) -> Any:
@@ -205,6 +205,8 @@ def _decode_scalar(tp: type, meta: tuple[Any, ...], value: Any, path: str) -> An
             raise _Invalid(path, f"is {_kind(value)}, not a boolean")
         return value
     if tp is int:
+        if isinstance(value, float) and value.is_integer():  # JSON Schema's integer: 12345.0 is one
+            value = int(value)
         if not isinstance(value, int) or isinstance(value, bool):
             raise _Invalid(path, f"is {_kind(value)}, not an integer")
     elif tp is float:
@@ -249,10 +251,14 @@ def _int_items(value: list[Any], meta: tuple[Any, ...], path: str) -> tuple[int,
     for m in meta:
         if isinstance(m, Range):
             lo, hi = m.minimum, m.maximum
-    for i, v in enumerate(value):
-        if type(v) is not int or (lo is not None and v < lo) or (hi is not None and v > hi):
-            _decode(Annotated[int, *meta] if meta else int, v, f"{path}[{i}]")
-    return tuple(value)
+    odd = [i for i, v in enumerate(value)
+           if type(v) is not int or (lo is not None and v < lo) or (hi is not None and v > hi)]
+    if not odd:
+        return tuple(value)
+    items = list(value)
+    for i in odd:  # refused, or an integral float (12345.0) read as the integer it is
+        items[i] = _decode(Annotated[int, *meta] if meta else int, items[i], f"{path}[{i}]")
+    return tuple(items)
 
 
 def _check_meta(value: Any, meta: tuple[Any, ...], path: str) -> None:

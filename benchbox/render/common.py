@@ -1,4 +1,4 @@
-"""Formatting shared by every rendering: durations, intervals, device labels, escaping."""
+"""Formatting shared by every rendering: durations, intervals, the contract label, escaping."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from benchbox.errors import UsageError
+from benchbox.errors import FieldError, UsageError
 
 #: Otava's defaults: windows of 50 points, a change kept at p < 0.001.
 WINDOW = 50
@@ -42,11 +42,11 @@ class Detector:
 
     def __post_init__(self) -> None:
         if not 0.0 < self.max_pvalue < 1.0:
-            raise UsageError(f"change-point p-value must be between 0 and 1, got {self.max_pvalue}")
+            raise FieldError("max_pvalue", f"must be between 0 and 1, got {self.max_pvalue}")
         if not 0.0 <= self.min_change < 1.0:
-            raise UsageError(f"minimum change must be between 0% and 100%, got {self.min_change:.4g}")
+            raise FieldError("min_change", f"must be between 0% and 100%, got {self.min_change:.4g}")
         if self.window < 6:
-            raise UsageError(f"change-point window must be at least 6 points, got {self.window}")
+            raise FieldError("window", f"must be at least 6 points, got {self.window}")
 
     @property
     def library(self) -> str:

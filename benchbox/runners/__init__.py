@@ -47,13 +47,18 @@ class RunnerEntry:
     aliases: tuple[CliAlias, ...] = ()
 
 
+#: torch.compile's modes (``torch._inductor.list_mode_options()``; a newer torch may list more)
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune")
+
 ENTRIES: dict[str, RunnerEntry] = {
     "torch-eager": RunnerEntry("benchbox.runners.torch_eager:TorchEagerRunner",
                                "eager PyTorch, the model as written (the baseline)"),
     "torch-compile": RunnerEntry(
         "benchbox.runners.torch_compile:TorchCompileRunner",
         "torch.compile with inductor (max-autotune by default)",
-        (CliAlias("--compile-mode", "mode", "torch.compile mode for torch-compile.", default="max-autotune"),
+        (CliAlias("--compile-mode", "mode", "torch.compile mode for torch-compile: "
+                  + ", ".join(COMPILE_MODES) + " (or another mode the installed torch lists).",
+                  default="max-autotune"),
          CliAlias("--compile-option", "inductor_options", "Inductor option KEY=VALUE for torch-compile "
                   "(repeatable).", kind="pairs", metavar="KEY=VALUE"),
          CliAlias("--aten-fallback", "aten_fallbacks", "Operator torch-compile must run in ATen, e.g. "

@@ -26,6 +26,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchbox.errors import first_line
 from benchbox.fallbacks import kernel_label
 
 #: A call to an ATen/extern operator in inductor's generated Python wrapper code.
@@ -34,10 +35,6 @@ _OP_CALL = re.compile(r"\btorch\.ops\.(\w+)\.(\w+)\.(\w+)\(")
 #: internal helper namespaces of inductor's wrapper, not operators of the model
 _INTERNAL_NAMESPACES = frozenset({"inductor", "prims_internal"})
 _MAX_TEXT = 1000
-
-
-def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text.strip() else ""
 
 
 @dataclass
@@ -239,8 +236,8 @@ def generated_calls(code: str) -> Counter[str]:
 def _graph_break_entries(record: PhaseRecord, phase: str) -> list[dict[str, Any]]:
     out = []
     for reason, count in record.counters.get("graph_break", {}).items():
-        head = _first_line(reason)
-        where = [_first_line(loc) for loc in record.graph_break_locations if head and head in loc]
+        head = first_line(reason, _MAX_TEXT)
+        where = [first_line(loc, _MAX_TEXT) for loc in record.graph_break_locations if head and head in loc]
         out.append({"kind": "graph_break", "reason": head, "count": count,
                     "detail": reason[:_MAX_TEXT], "where": sorted(set(where)), "phase": phase,
                     "source": "torch._dynamo.utils.counters['graph_break']"})
@@ -248,7 +245,7 @@ def _graph_break_entries(record: PhaseRecord, phase: str) -> list[dict[str, Any]
 
 
 def _recompile_entries(frames: list[dict[str, Any]], phase: str) -> list[dict[str, Any]]:
-    return [{"kind": "recompile", "reason": _first_line(f["recompile_reason"]),
+    return [{"kind": "recompile", "reason": first_line(f["recompile_reason"], _MAX_TEXT),
              "detail": str(f["recompile_reason"])[:_MAX_TEXT], "function": f["co_name"],
              "phase": phase, "source": "torch._dynamo.utils.get_compilation_metrics()"}
             for f in frames if f.get("recompile_reason")]

@@ -50,7 +50,7 @@ FLAVOURS: dict[str, tuple[str, str]] = {
 }
 NOT_INSTALLED = ("neither tensorrt nor tensorrt_rtx_bindings is installed: "
                  "pip install 'benchbox[tensorrt]' or 'benchbox[tensorrt-rtx]'")
-NEEDS_CUDA = "TensorRT needs a CUDA device (--device cuda)"
+NEEDS_CUDA = "TensorRT needs a CUDA device (device=cuda)"
 #: compute capability an RTX engine is built for when no option names one and no GPU the
 #: flavour supports is usable (Ada Lovelace: RTX 40-series, L4, L40S)
 DEFAULT_OFFLINE_CAPABILITY = "8.9"
@@ -90,8 +90,9 @@ class TensorRTBuildError(RuntimeError):
 
 
 def _error_line(e: BaseException) -> str:
-    msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
-    return f"{type(e).__name__}: {msg}"[:500]
+    from benchbox.errors import error_line
+
+    return error_line(e)
 
 
 # -- flavours -----------------------------------------------------------------------------

@@ -35,19 +35,19 @@ def load_task(spec: str, **kwargs: Any) -> Task:
         try:
             module = importlib.import_module(mod_name)
         except Exception as e:  # a user's module can fail in any way
-            raise UsageError(f"--task {spec}: cannot import {mod_name}: {type(e).__name__}: {e}") from None
+            raise UsageError(f"task={spec}: cannot import {mod_name}: {type(e).__name__}: {e}") from None
         factory = getattr(module, attr, None)
         if factory is None or not callable(factory):
-            raise UsageError(f"--task {spec}: {mod_name} has no callable '{attr}'")
+            raise UsageError(f"task={spec}: {mod_name} has no callable '{attr}'")
     else:
         raise UsageError(f"unknown task '{spec}' (built-in: {', '.join(factories)}; "
                          "or package.module:factory)")
     try:
         task = factory(**kwargs)
     except (ValueError, TypeError) as e:
-        raise UsageError(f"--task {spec}: {e}") from None
+        raise UsageError(f"task={spec}: {e}") from None
     if not isinstance(task, Task):
-        raise UsageError(f"--task {spec}: the factory returned {type(task).__name__}, "
+        raise UsageError(f"task={spec}: the factory returned {type(task).__name__}, "
                          "not a benchbox.tasks.Task")
     return task
 
@@ -57,18 +57,18 @@ def check_task_metadata(task: Task, cases: list[Case], spec: str) -> None:
     requests bytes: what a receipt records and what ``show`` and ``diff`` read back."""
     for what, value in (("task name", task.name), ("task size", task.size)):
         if not isinstance(value, str) or not value:
-            raise UsageError(f"--task {spec}: the {what} must be a non-empty string, got {value!r:.60}")
+            raise UsageError(f"task={spec}: the {what} must be a non-empty string, got {value!r:.60}")
     seen: set[str] = set()
     for i, case in enumerate(cases):
         if not isinstance(case.name, str) or not case.name:
-            raise UsageError(f"--task {spec}: case {i}: the case name must be a non-empty string, "
+            raise UsageError(f"task={spec}: case {i}: the case name must be a non-empty string, "
                              f"got {case.name!r:.60}")
         if case.name in seen:
-            raise UsageError(f"--task {spec}: cases() names case {case.name!r:.60} twice (case names "
+            raise UsageError(f"task={spec}: cases() names case {case.name!r:.60} twice (case names "
                              "identify results and references: they must be unique)")
         seen.add(case.name)
         if not isinstance(case.request, bytes):
-            raise UsageError(f"--task {spec}: case {case.name!r:.60}: the request must be bytes, "
+            raise UsageError(f"task={spec}: case {case.name!r:.60}: the request must be bytes, "
                              f"got {type(case.request).__name__}")
 
 

@@ -10,11 +10,14 @@ import pytest
 from click.testing import CliRunner
 
 from benchbox.cli import main
+from benchbox.contracts import builtin_names
 from benchbox.receipts import load_receipt
 from benchbox.render import diff_table, results_table, side_by_side
 from benchbox.render.table import table
-from benchbox.runners import ENTRIES
+from benchbox.runners import COMPILE_MODES, ENTRIES
+from benchbox.tasks import builtin_tasks
 from benchbox.tasks.decision.spec import CASE_NAMES, SIZES
+from benchbox.tasks.decision.task import GATES
 from tests.support import GOLDEN
 
 
@@ -45,8 +48,17 @@ def test_help_lists_whole_command_descriptions_and_valid_values() -> None:
             first = " ".join((cmd.help or "").split("\n\n")[0].split())
             assert first in " ".join(top.split()), path
     run_help = " ".join(CliRunner().invoke(main, ["run", "-h"]).output.split())
-    for name in (*ENTRIES, *CASE_NAMES, *SIZES):
+    gates = GATES["float32"]
+    for name in (*ENTRIES, *CASE_NAMES, *SIZES, *builtin_names(), *builtin_tasks(), *COMPILE_MODES, *gates):
         assert name in run_help, name
+    sweep_help = " ".join(CliRunner().invoke(main, ["sweep", "-h"]).output.split())
+    for name in (*ENTRIES, *CASE_NAMES, *SIZES, *builtin_names(), *builtin_tasks()):
+        assert name in sweep_help, name
+
+
+def test_verbose_help_says_library_output_shows_when_each_phase_ends() -> None:
+    (verbose,) = [p for p in main.commands["run"].params if "--verbose" in p.opts]
+    assert "as it comes" not in (verbose.help or "") and "once that phase ends" in (verbose.help or "")
 
 
 def test_results_table_stays_aligned_past_1000_ms() -> None:

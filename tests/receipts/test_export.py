@@ -209,3 +209,15 @@ def test_table_export_has_environment_and_round_columns(rounds_receipt: Path, tm
     assert set(df["cpu_count"].to_list()) == {receipt["environment"]["cpu_count"]}
     first = df.filter(pl.col("case") == receipt["results"][0]["case"])
     assert first.group_by("round").len().sort("round")["len"].to_list() == [100, 50]
+
+
+def test_a_receipt_edited_to_a_numeric_commit_exports_it_as_text(tmp_path: Path) -> None:
+    pytest.importorskip("polars")
+    from benchbox.receipts import parse_receipt
+    from benchbox.receipts.export import to_frame
+    from tests.support import GOLDEN
+
+    doc = json.loads(GOLDEN.read_text())
+    doc["environment"]["git"] = {"commit": 2**64 + 1, "dirty": False}
+    frame = to_frame(parse_receipt(json.dumps(doc).encode(), "edited"))
+    assert set(frame["commit"].to_list()) == {str(2**64 + 1)}

@@ -1,7 +1,9 @@
 """The receipt a run writes has the golden receipt's shape and values, apart from timings.
 
-``tests/golden/receipt-v1.json`` was written by
-``benchbox run --runner torch-eager --case invoice --case outage --samples 10 --warmup 1``.
+``tests/golden/receipt-v2.json`` (``tests.support.GOLDEN``, the current schema version) was
+written by ``benchbox run --runner torch-eager --case invoice --case outage --samples 10
+--warmup 1 --out tests/golden/receipt-v2.json``; regenerate it with that command only when a
+run writes a new field.
 A run of the same command must write the same document: the same keys everywhere, the
 same strings and booleans, the same list lengths; only what a timing moves (numbers,
 the environment, the caveats that depend on the spread) may differ.

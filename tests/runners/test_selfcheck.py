@@ -153,9 +153,11 @@ def test_verdict_status_and_exit_code(outcomes: list[sc.FlavourOutcome], status:
 
 
 def test_bad_selfcheck_options_are_usage_errors(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match="--flavour 'onnx'"):
+    with pytest.raises(UsageError, match="^flavours: 'onnx' is not one of"):
         sc.run_selfcheck(sc.SelfCheckConfig(flavours=("onnx",), out_dir=tmp_path))
     with pytest.raises(UsageError, match="covers tensorrt"):
         sc.run_selfcheck(sc.SelfCheckConfig(runner="torch-eager", out_dir=tmp_path))
-    with pytest.raises(UsageError, match="--samples"):
+    with pytest.raises(UsageError, match="^samples: must be ≥ 1"):
         sc.run_selfcheck(sc.SelfCheckConfig(samples=0, out_dir=tmp_path))
+    with pytest.raises(UsageError, match="^warmup: must be ≥ 0"):
+        sc.run_selfcheck(sc.SelfCheckConfig(warmup=-1, out_dir=tmp_path))

@@ -188,6 +188,16 @@ def test_mode_options_and_user_options_resolved_without_compiling() -> None:
     assert TorchCompileRunner(options={"mode": "default"}).applied_config == {}
 
 
+def test_every_mode_named_in_help_is_one_torch_takes() -> None:
+    from torch._inductor import list_mode_options
+
+    from benchbox.runners import COMPILE_MODES, ENTRIES
+
+    assert set(COMPILE_MODES) <= set(list_mode_options())
+    (mode,) = [a for a in ENTRIES["torch-compile"].aliases if a.option == "mode"]
+    assert mode.default in COMPILE_MODES
+
+
 def test_aten_fallback_names_resolve_to_overloads() -> None:
     from benchbox.runners.torch_compile import resolve_aten_op
 

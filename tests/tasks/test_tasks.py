@@ -432,3 +432,14 @@ def test_listing_tasks_does_not_import_torch() -> None:
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads(r.stdout)[0]["sizes"][3]["parameters"] == SIZES["large"].parameters
+
+
+def test_the_decision_task_reads_its_own_gates_and_a_users_task_the_looser_generic_ones() -> None:
+    from benchbox.tasks import GENERIC_GATES
+    from examples.sentiment_task import make_task
+
+    for dtype, gates in GATES.items():
+        assert DecisionTask(dtype=dtype).default_gates() == gates
+        assert make_task(dtype=dtype).default_gates() == GENERIC_GATES[dtype]
+        assert set(GENERIC_GATES[dtype]) == set(gates)
+        assert all(GENERIC_GATES[dtype][g] >= v for g, v in gates.items()), dtype

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from benchbox.errors import UsageError
+from benchbox.errors import UsageError, first_line
 from benchbox.tasks.base import Case, Task
 from benchbox.tasks.decision import media
 from benchbox.tasks.decision.spec import CASE_NAMES, SIZES
@@ -304,7 +304,7 @@ class DecisionTask(Task):
                 model.load_state_dict({k: v.to(getattr(torch, self.dtype)) for k, v in state.items()},
                                       strict=True)
             except (OSError, ValueError, RuntimeError) as e:
-                raise UsageError(f"task option weights={path}: {str(e).strip().splitlines()[0]}") from None
+                raise UsageError(f"task option weights={path}: {first_line(e)}") from None
         return model
 
     def size_detail(self) -> str:
