@@ -28,7 +28,6 @@ KINDS: dict[str, str] = {
     "sweep": "benchbox.plots.sweep",
 }
 FORMATS = (".png", ".svg")
-DEFAULT_THRESHOLD = 0.05
 
 
 def label_receipts(paths: Sequence[Path], receipts: Sequence[dict[str, Any]]) -> list[LabelledReceipt]:
@@ -42,8 +41,9 @@ def label_receipts(paths: Sequence[Path], receipts: Sequence[dict[str, Any]]) ->
 
 
 def figure(receipts: Sequence[LabelledReceipt], kind: str = "quantiles",
-           threshold: float = DEFAULT_THRESHOLD, diff_options: Any = None) -> Figure:
-    """Draw one kind of figure from labelled receipts and return the matplotlib Figure."""
+           threshold: float | None = None, diff_options: Any = None) -> Figure:
+    """Draw one kind of figure from labelled receipts and return the matplotlib Figure
+    (``threshold`` None: the diff figure judges with ``DiffOptions``' default, as ``diff`` does)."""
     if kind not in KINDS:
         raise UsageError(f"unknown plot kind '{kind}' (kinds: {', '.join(KINDS)})")
     if not receipts:
@@ -51,8 +51,8 @@ def figure(receipts: Sequence[LabelledReceipt], kind: str = "quantiles",
     mod = importlib.import_module(KINDS[kind])
     shown = [LabelledReceipt(display_text(r.label), for_display(r.data)) for r in receipts]
     with plain_text():
-        fig = mod.figure(shown, threshold=threshold, options=diff_options) if kind == "diff" \
-            else mod.figure(shown)
+        judged = {} if threshold is None else {"threshold": threshold}
+        fig = mod.figure(shown, options=diff_options, **judged) if kind == "diff" else mod.figure(shown)
     _plain_log_ticks(fig)
     return fig
 
@@ -80,7 +80,7 @@ def check_output(out: Path) -> str:
 
 
 def render(paths: Sequence[str | Path], out: str | Path, kind: str = "quantiles",
-           threshold: float = DEFAULT_THRESHOLD, diff_options: Any = None) -> Path:
+           threshold: float | None = None, diff_options: Any = None) -> Path:
     """Load receipts, draw the figure, save it as PNG or SVG by ``out``'s extension."""
     from benchbox.receipts import load_receipt
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchbox.contracts import IDLE_MODES
 from benchbox.errors import FieldError
 from benchbox.harness.arrival import DEFAULT_MAX_BACKLOG, DEFAULT_MAX_QUEUE_MS, LoadBound
 from benchbox.harness.sampling import (
@@ -136,8 +137,8 @@ class RunConfig:
                                   or not math.isfinite(v) or v < 0 or (v == 0 and not zero_ok)):
                 raise FieldError(name, f"must be a {'non-negative' if zero_ok else 'positive'} number, "
                                        f"got {v!r}")
-        if self.idle is not None and self.idle not in ("sleep", "busy"):
-            raise FieldError("idle", f"must be sleep or busy, got {self.idle!r}")
+        if self.idle is not None and self.idle not in IDLE_MODES:
+            raise FieldError("idle", f"must be one of {', '.join(IDLE_MODES)}, got {self.idle!r}")
         self.load_bound()
 
     def validate(self, runners: RunnerFactory = REGISTERED) -> None:
