@@ -23,7 +23,7 @@ from benchbox.contracts import Contract, load_contract
 from benchbox.errors import FieldError, UsageError, error_line
 from benchbox.harness import Harness, PhaseTimer
 from benchbox.harness.clocks import HostClock, host_clock
-from benchbox.harness.schedule import sample, sampling_key
+from benchbox.harness.schedule import measured_before, sample, sampling_key
 from benchbox.receipts import build
 from benchbox.receipts.io import check_receipt_budget
 from benchbox.receipts.model import Calibration, Receipt, ResultRow
@@ -379,7 +379,7 @@ class _Run:
             except BaseException as e:
                 if not contained(e):
                     raise
-                return self.failed_case(runner, case, phases, e)
+                return self.failed_case(runner, case, phases, e, measured_before(e))
         report = {**_report(runner), "prepare_s": dict(phases.seconds)}
         return [build.failed_row(runner.name, case, failed, report)] * len(self.contracts)
 

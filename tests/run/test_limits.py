@@ -66,3 +66,28 @@ def test_the_limit_passes_a_case_that_finishes_in_time(tmp_path: Path) -> None:
                                        "--case-time-limit", "60", "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert [r["status"] for r in loaded(out)["results"]] == ["valid", "valid"]
+
+
+@pytest.mark.parametrize("option, said", [
+    ("hang_in=reduce", "over the per-case time limit of 1 s"),  # the limit fires in the third sample
+    ("raise_in=reduce", "Abandon: abandoned in reduce"),  # a BaseException in the third sample
+    ("exit_in=reduce", "SystemExit: sys.exit(3) called by task or runner code"),
+])
+@pytest.mark.parametrize("contracts", [["public_task_call_wall"], ["public_task_call_wall", "model_io_wall"]])
+def test_a_case_ended_while_sampling_keeps_the_samples_measured_before(
+        tmp_path: Path, option: str, said: str, contracts: list[str]) -> None:
+    """``reduce``: calls 1-2 are the references, 3-4 validate alpha, 5 warms up, 6-7 are samples."""
+    out = tmp_path / "r.json"
+    named = [a for c in contracts for a in ("--contract", c)]
+    result = CliRunner().invoke(main, [*HANGS, *named, "--task-option", option, "--task-option", "at_call=8",
+                                       "--out", str(out)])
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    paths = [out] if len(contracts) == 1 else [tmp_path / f"r.{c}.json" for c in contracts]
+    for path in paths:
+        rows = {r["case"]: r for r in loaded(path)["results"]}
+        alpha = rows["alpha"]
+        assert alpha["status"] == "failed" and said in alpha["reasons"][0], alpha["reasons"]
+        assert len(alpha["samples_ns"]) == 2, path
+        assert all(len(v) == 2 for v in alpha["stages_ns"].values() if v), alpha["stages_ns"]
+        assert rows["beta"]["status"] == "valid"
