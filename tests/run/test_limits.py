@@ -91,3 +91,24 @@ def test_a_case_ended_while_sampling_keeps_the_samples_measured_before(
         assert len(alpha["samples_ns"]) == 2, path
         assert all(len(v) == 2 for v in alpha["stages_ns"].values() if v), alpha["stages_ns"]
         assert rows["beta"]["status"] == "valid"
+
+
+@pytest.mark.parametrize("max_time", ["5", "2"])
+def test_adaptive_sampling_longer_than_the_case_limit_is_one_line_and_exit_2_before_measuring(
+        tmp_path: Path, max_time: str) -> None:
+    out = tmp_path / "r.json"
+    line = one_line_exit_2(["run", "--runner", "torch-eager", "--target-ci", "1", "--max-time", max_time,
+                            "--case-time-limit", "2", "--out", str(out)])
+    assert line.startswith("benchbox: error: --max-time: ") and "case_time_limit_s" in line, line
+    assert not out.exists()
+
+
+def test_the_library_refuses_adaptive_sampling_longer_than_the_case_limit_with_the_fields_named() -> None:
+    from benchbox.errors import FieldError
+
+    cfg = RunConfig(runners=("torch-eager",), target_ci=1.0, max_time_s=5.0, case_time_limit_s=2.0)
+    with pytest.raises(FieldError) as caught:
+        cfg.validate()
+    assert caught.value.field == "max_time_s" and "case_time_limit_s" in caught.value.message
+    RunConfig(runners=("torch-eager",), target_ci=1.0, max_time_s=5.0, case_time_limit_s=0).validate()
+    RunConfig(runners=("torch-eager",), target_ci=1.0, max_time_s=1.0, case_time_limit_s=2.0).validate()
