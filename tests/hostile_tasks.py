@@ -5,8 +5,8 @@ Options (``--task-option``):
 - ``exit_in``: ``factory`` or a stage name (``parse``, ``preprocess``, ``reduce``, ``answer``,
   ``serialize``): call ``sys.exit(exit_code)`` there;
 - ``raise_in``: a stage name: raise :class:`Abandon`, a ``BaseException`` subclass;
-- ``hang_in``: a stage name: sleep forever there (with ``swallow=true`` inside a loop that
-  catches every ``Exception``);
+- ``hang_in``: ``factory`` or a stage name: sleep forever there (with ``swallow=true`` inside a
+  loop that catches every ``Exception``); with ``mark=PATH``, that file is written as it starts;
 - ``at_call``: the misbehaviour happens at that call of the stage (counted from 1 over the whole
   run: the reference calls each case once, then each runner validates a case with two calls).
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tests.diff_tasks import SleepTask
@@ -47,12 +48,7 @@ class HostileTask(SleepTask):
         if self.options.get("raise_in") == stage:
             raise Abandon(f"abandoned in {stage}")
         if self.options.get("hang_in") == stage:
-            while True:
-                try:
-                    time.sleep(3600)
-                except Exception:
-                    if not self.options.get("swallow"):
-                        raise
+            _hang(self.options)
 
     def parse(self, request: bytes) -> Any:
         self._misbehave("parse")
@@ -75,8 +71,21 @@ class HostileTask(SleepTask):
         return super().serialize(answer)
 
 
+def _hang(options: dict[str, Any]) -> None:
+    if options.get("mark"):
+        Path(options["mark"]).write_text("hanging\n")
+    while True:
+        try:
+            time.sleep(3600)
+        except Exception:
+            if not options.get("swallow"):
+                raise
+
+
 def factory(**kwargs: Any) -> HostileTask:
     options = kwargs.get("options") or {}
     if options.get("exit_in") == "factory":
         sys.exit(options.get("exit_code", 3))
+    if options.get("hang_in") == "factory":
+        _hang(options)
     return HostileTask(**kwargs)

@@ -208,8 +208,10 @@ class _Run:
 
     def _task(self) -> tuple[Task, list[Case]]:
         try:
-            return self._load_task()
+            with self.stop.preparing():  # task code that hangs while it loads: a signal stops at once
+                return self._load_task()
         except BaseException as e:
+            self.stop.check()  # a signal while loading may come back as the task's own error
             if not contained(e):
                 raise
             raise UsageError(f"--task {self.cfg.task}: loading the task ended in {describe(e)}") from None
@@ -293,7 +295,7 @@ class _Run:
     def _reference(self) -> dict[str, CallTrace]:
         """The float32 eager reference, computed once per case on the CPU, outside any timing."""
         self.reporter.phase("reference")
-        with self.log.capture("reference"):
+        with self.stop.preparing(), self.log.capture("reference"):  # no sample in progress: stop at once
             return self._reference_calls()
 
     def _reference_calls(self) -> dict[str, CallTrace]:
