@@ -4,8 +4,8 @@ SIGINT (Ctrl-C) and SIGTERM (``kill``, a job scheduler, a container stop) are ha
 alike; the exit code says which (130 or 143: 128 + the signal's number). The signal
 handler only sets a flag; the run checks it between samples (through the harness's
 ``should_stop`` callback) and between (runner, case) results. While no sample is in
-progress (build, compile, calibration) a signal stops at once. A second signal raises
-KeyboardInterrupt at once; the receipt on disk still holds every finished result.
+progress (task loading, build, compile, calibration, reference) a signal stops at once. A
+second signal raises KeyboardInterrupt at once; the receipt on disk still holds every finished result.
 """
 
 from __future__ import annotations
