@@ -7,6 +7,7 @@ Options (``--task-option``):
 - ``raise_in``: a stage name: raise :class:`Abandon`, a ``BaseException`` subclass;
 - ``hang_in``: ``factory`` or a stage name: sleep forever there (with ``swallow=true`` inside a
   loop that catches every ``Exception``); with ``mark=PATH``, that file is written as it starts;
+- ``signal_in``: a stage name: send this process SIGINT there (a Ctrl-C at a known point);
 - ``at_call``: the misbehaviour happens at that call of the stage (counted from 1 over the whole
   run: the reference calls each case once, then each runner validates a case with two calls).
 
@@ -15,6 +16,8 @@ It is the sleepy diff task (a real model) with the sleep set to zero by default.
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -49,6 +52,8 @@ class HostileTask(SleepTask):
             raise Abandon(f"abandoned in {stage}")
         if self.options.get("hang_in") == stage:
             _hang(self.options)
+        if self.options.get("signal_in") == stage:
+            os.kill(os.getpid(), signal.SIGINT)
 
     def parse(self, request: bytes) -> Any:
         self._misbehave("parse")

@@ -139,5 +139,8 @@ class Stop:
             self.finishing = False
         path, receipt = self.receipts.first
         n = len(receipt.results)
-        return Interrupted(f"interrupted ({why}): {n} result(s) kept in the incomplete receipt "
-                           f"{self.receipts.where}", path, receipt, self.signum)
+        e = Interrupted(f"interrupted ({why}): {n} result(s) kept in the incomplete receipt "
+                        f"{self.receipts.where}", path, receipt, self.signum)
+        if getattr(self.receipts, "in_memory", False):  # no write succeeded: the results only here
+            e.unsaved = tuple(self.receipts.receipts)
+        return e

@@ -172,3 +172,32 @@ def test_disk_full_mock_everywhere_keeps_the_results_in_the_table(
     assert "invoice" in result.stdout and "valid" in result.stdout
     assert "receipt NOT written" in result.stdout
     assert loaded(out)["results"] == []
+
+
+def test_disk_full_mock_everywhere_then_sigint_shows_the_results_kept_in_memory_in_the_table(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The task sends SIGINT in beta's second sample (``serialize`` calls: 1-2 references, 3-4
+    validate alpha, 5 its warm-up, 6-10 its samples, 11-12 validate beta, 13 its warm-up)."""
+    import signal
+    import tempfile
+
+    out = tmp_path / "r.json"
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    _disk_full_mock(monkeypatch, tmp_path, once=out)  # the fallback folder is full too
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:  # the command line ignores further signals once interrupted: give pytest its own back
+        result = CliRunner().invoke(main, [
+            "run", "--task", "tests.hostile_tasks:factory", "--runner", "torch-eager", "--samples", "5",
+            "--warmup", "1", "--task-option", "signal_in=serialize", "--task-option", "at_call=15",
+            "--out", str(out)])
+    finally:
+        for s, h in handlers.items():
+            signal.signal(s, h)
+    assert result.exit_code == 130, result.output
+    assert "Traceback" not in result.output
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("benchbox: interrupted (SIGINT): 2 result(s)") and "memory only" in last, last
+    table = result.stdout
+    assert "alpha" in table and "valid" in table and "beta" in table, table
+    assert loaded(out)["results"] == []  # nothing reached the disk
