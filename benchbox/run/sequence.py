@@ -32,7 +32,7 @@ from benchbox.run.config import RunConfig
 from benchbox.run.contain import contained, describe
 from benchbox.run.interrupt import Stop
 from benchbox.run.limits import TimeLimit
-from benchbox.run.output import Output
+from benchbox.run.output import Output, log_path
 from benchbox.run.progress import LineReporter, Reporter, RunPlan, passes
 from benchbox.runners import Runner, availability, make_runner
 from benchbox.tasks import CallTrace, Case, Task, check_task_metadata, load_task
@@ -148,7 +148,7 @@ class _Run:
         if cfg.threads is not None:
             torch.set_num_threads(cfg.threads)
         self.receipts = self._open_receipts()
-        self.log = OutputLog(self.receipts.paths[0].with_suffix(".log"), self.reporter.captured)
+        self.log = OutputLog(log_path(self.receipts.paths[0]), self.reporter.captured)
         self.reporter.run_started(self._plan())
         self._calibrate()
         self.references = self._reference()
