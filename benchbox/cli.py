@@ -81,6 +81,11 @@ def _fail(e: BenchboxError, command: str | None = None) -> NoReturn:
         from benchbox.run.interrupt import ignore_further_signals
 
         ignore_further_signals()  # exiting: a second Ctrl-C must not hit torch's exit handlers
+    if e.unsaved:  # results that no write reached (a full disk): the table is where they are
+        from benchbox.render import results_table
+
+        for receipt in e.unsaved:
+            _echo(results_table(receipt))
     prefix = "benchbox: " if interrupted else "benchbox: error: "
     message = str(e)
     if isinstance(e, FieldError):

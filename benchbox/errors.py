@@ -8,11 +8,16 @@ leads with its field (``samples: must be ≥ 1``), and a setting a message sugge
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class BenchboxError(Exception):
     """An error with a one-line message and the exit code the CLI should use."""
 
     exit_code = 1
+    #: receipts whose results no write reached (all writes failed): the command line shows them
+    #: as tables before the error's line, the only place they then exist
+    unsaved: tuple[Any, ...] = ()
 
 
 class UsageError(BenchboxError):

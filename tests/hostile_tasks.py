@@ -5,8 +5,9 @@ Options (``--task-option``):
 - ``exit_in``: ``factory`` or a stage name (``parse``, ``preprocess``, ``reduce``, ``answer``,
   ``serialize``): call ``sys.exit(exit_code)`` there;
 - ``raise_in``: a stage name: raise :class:`Abandon`, a ``BaseException`` subclass;
-- ``hang_in``: a stage name: sleep forever there (with ``swallow=true`` inside a loop that
-  catches every ``Exception``);
+- ``hang_in``: ``factory`` or a stage name: sleep forever there (with ``swallow=true`` inside a
+  loop that catches every ``Exception``); with ``mark=PATH``, that file is written as it starts;
+- ``signal_in``: a stage name: send this process SIGINT there (a Ctrl-C at a known point);
 - ``at_call``: the misbehaviour happens at that call of the stage (counted from 1 over the whole
   run: the reference calls each case once, then each runner validates a case with two calls).
 
@@ -15,9 +16,12 @@ It is the sleepy diff task (a real model) with the sleep set to zero by default.
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tests.diff_tasks import SleepTask
@@ -47,12 +51,9 @@ class HostileTask(SleepTask):
         if self.options.get("raise_in") == stage:
             raise Abandon(f"abandoned in {stage}")
         if self.options.get("hang_in") == stage:
-            while True:
-                try:
-                    time.sleep(3600)
-                except Exception:
-                    if not self.options.get("swallow"):
-                        raise
+            _hang(self.options)
+        if self.options.get("signal_in") == stage:
+            os.kill(os.getpid(), signal.SIGINT)
 
     def parse(self, request: bytes) -> Any:
         self._misbehave("parse")
@@ -75,8 +76,21 @@ class HostileTask(SleepTask):
         return super().serialize(answer)
 
 
+def _hang(options: dict[str, Any]) -> None:
+    if options.get("mark"):
+        Path(options["mark"]).write_text("hanging\n")
+    while True:
+        try:
+            time.sleep(3600)
+        except Exception:
+            if not options.get("swallow"):
+                raise
+
+
 def factory(**kwargs: Any) -> HostileTask:
     options = kwargs.get("options") or {}
     if options.get("exit_in") == "factory":
         sys.exit(options.get("exit_code", 3))
+    if options.get("hang_in") == "factory":
+        _hang(options)
     return HostileTask(**kwargs)

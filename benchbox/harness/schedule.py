@@ -12,7 +12,9 @@
   schedule runs unbroken; host-clock contracts with the same arrival still share the calls.
 
 A stop callback may raise :class:`~benchbox.harness.loop.StopSampling` (an interrupt): the
-schedule keeps every sample taken so far and reports which contracts it cut short.
+schedule keeps every sample taken so far and reports which contracts it cut short. Any other
+BaseException (a time limit, ``sys.exit`` in task code) goes on up, carrying the samples taken
+before it: :func:`measured_before` gives them.
 """
 
 from __future__ import annotations
@@ -115,13 +117,62 @@ def sample(harnesses: Sequence[Harness], task: Any, runner: Any, request: bytes,
     callback the harness calls after every sample.
     """
     if len(harnesses) == 1 or policy.adaptive:
-        out = []
-        for h in harnesses:
-            out.append(_one_pass(h, task, runner, request, policy, stop(policy.stopper())))
-            if out[-1].interrupted:
-                break  # the other contracts get nothing more for this case
+        out: list[Sampled] = []
+        seen: list[Measurement] = []
+        try:
+            for h in harnesses:
+                seen.clear()
+                watched = _watched(stop(policy.stopper()), seen)
+                out.append(_one_pass(h, task, runner, request, policy, watched))
+                if out[-1].interrupted:
+                    break  # the other contracts get nothing more for this case
+        except BaseException as e:
+            if not isinstance(e, StopSampling):
+                so_far = [s.measurement for s in out] + seen[:1]
+                _carry(e, so_far + [Measurement() for _ in harnesses[len(so_far):]])
+            raise
         return out
     return _interleaved(harnesses, task, runner, request, policy, stop(None))
+
+
+#: the attribute of a BaseException that ended sampling: the measurements taken before it
+_MEASURED = "benchbox_measured_before"
+
+
+def measured_before(e: BaseException) -> list[Measurement]:
+    """What sampling had measured, one per contract, when ``e`` (a BaseException other than
+    StopSampling: a time limit, ``sys.exit``) ended it; empty when it had taken no sample."""
+    measured: list[Measurement] = list(getattr(e, _MEASURED, ()))
+    return measured if any(m.samples_ns for m in measured) else []
+
+
+def _carry(e: BaseException, measured: list[Measurement]) -> None:
+    """Attach ``measured`` to ``e``, each cut to its samples (a sample can be cut between its
+    stages and its region), with a stop reason that says what ended them."""
+    kept = []
+    for m in map(_cut, measured):
+        if m.samples_ns:
+            m.stop_reason = f"sampling ended by {type(e).__name__} after {len(m.samples_ns)} sample(s)"
+        kept.append(m)
+    try:
+        setattr(e, _MEASURED, kept)
+    except (AttributeError, TypeError):
+        pass  # an exception that takes no attributes: its samples are not kept
+
+
+def _cut(m: Measurement) -> Measurement:
+    """A copy of ``m`` with its stage lists cut to its samples (the sample in progress is dropped)."""
+    n = len(m.samples_ns)
+    return dataclasses.replace(m, samples_ns=list(m.samples_ns), round_sizes=list(m.round_sizes),
+                               stages_ns={s: list(v[:n]) for s, v in m.stages_ns.items()})
+
+
+def _watched(rule: StopRule, seen: list[Measurement]) -> StopRule:
+    """``rule``, noting in ``seen[0]`` the measurement it was last shown (the harness's live one)."""
+    def watch(m: Measurement) -> str | None:
+        seen[:] = [m]
+        return rule(m)
+    return watch
 
 
 def _one_pass(h: Harness, task: Any, runner: Any, request: bytes, policy: SamplingPolicy,
@@ -147,6 +198,8 @@ def _interleaved(harnesses: Sequence[Harness], task: Any, runner: Any, request: 
     errors: dict[int, str] = {}
     tracebacks: dict[int, str] = {}
     rounds, left, interrupted = 0, policy.limit, False
+    seen: list[Measurement] = []
+    watched = _watched(should_stop, seen)
     while left > 0 and len(errors) < len(order) and not interrupted:
         k = min(ROUND_SAMPLES, left)
         for i in order:
@@ -154,9 +207,10 @@ def _interleaved(harnesses: Sequence[Harness], task: Any, runner: Any, request: 
             whole = one_pass(harness.contract)
             if i in errors or (whole and rounds > 0):
                 continue
+            seen.clear()
             try:
                 part = harness.measure(task, runner, request, samples=policy.limit if whole else k,
-                                       warmup=policy.warmup if rounds == 0 else 1, should_stop=should_stop)
+                                       warmup=policy.warmup if rounds == 0 else 1, should_stop=watched)
             except StopSampling as s:
                 parts[i].append(s.measurement)
                 interrupted = True
@@ -165,6 +219,12 @@ def _interleaved(harnesses: Sequence[Harness], task: Any, runner: Any, request: 
                 errors[i] = error_line(e)
                 tracebacks[i] = traceback.format_exc(limit=8)
                 continue
+            except BaseException as e:  # a time limit, sys.exit: it carries what the rounds took
+                if seen:
+                    parts[i].append(_cut(seen[0]))
+                _carry(e, [derive(merge(parts[lead_of[j]]), h.contract, harnesses[lead_of[j]].contract)
+                           for j, h in enumerate(harnesses)])
+                raise
             parts[i].append(part)
         rounds += 1
         left -= k

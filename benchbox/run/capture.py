@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import stat
 import sys
 import tempfile
 import warnings
@@ -54,7 +55,7 @@ class OutputLog:
         if self.path is None:
             return
         try:
-            with open(self.path, "a", encoding="utf-8") as f:
+            with _open_log(self.path) as f:
                 f.write(f"== {label}\n{text}\n")
         except OSError:
             self.path = None  # the log is a convenience: a run never fails for it
@@ -74,6 +75,19 @@ class OutputLog:
         if self.path is not None:
             entry["file"] = str(self.path)
         return entry
+
+
+def _open_log(path: Path) -> io.TextIOWrapper:
+    """``path`` opened to append, never through a symbolic link nor waiting on a FIFO (OSError:
+    a link, a FIFO without reader, anything that is not a regular file)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        return open(fd, "a", encoding="utf-8")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 @contextlib.contextmanager

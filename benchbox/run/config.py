@@ -170,6 +170,10 @@ class RunConfig:
                 or limit < 0:
             raise FieldError("case_time_limit_s", f"must be a finite number of seconds ≥ 0 (0: no limit), "
                                                   f"got {limit!r}")
+        if limit and self.target_ci is not None and self.max_time_s >= limit:
+            raise FieldError("max_time_s", f"{self.max_time_s:g} s of adaptive sampling must be below the "
+                                           f"per-case time limit case_time_limit_s = {limit:g} s, which "
+                                           "would end the case first")
         settle = self.settle_s
         if isinstance(settle, bool) or not isinstance(settle, (int, float)) or not math.isfinite(settle) \
                 or settle < 0:

@@ -4,8 +4,8 @@ SIGINT (Ctrl-C) and SIGTERM (``kill``, a job scheduler, a container stop) are ha
 alike; the exit code says which (130 or 143: 128 + the signal's number). The signal
 handler only sets a flag; the run checks it between samples (through the harness's
 ``should_stop`` callback) and between (runner, case) results. While no sample is in
-progress (build, compile, calibration) a signal stops at once. A second signal raises
-KeyboardInterrupt at once; the receipt on disk still holds every finished result.
+progress (task loading, build, compile, calibration, reference) a signal stops at once. A
+second signal raises KeyboardInterrupt at once; the receipt on disk still holds every finished result.
 """
 
 from __future__ import annotations
@@ -139,5 +139,8 @@ class Stop:
             self.finishing = False
         path, receipt = self.receipts.first
         n = len(receipt.results)
-        return Interrupted(f"interrupted ({why}): {n} result(s) kept in the incomplete receipt "
-                           f"{self.receipts.where}", path, receipt, self.signum)
+        e = Interrupted(f"interrupted ({why}): {n} result(s) kept in the incomplete receipt "
+                        f"{self.receipts.where}", path, receipt, self.signum)
+        if getattr(self.receipts, "in_memory", False):  # no write succeeded: the results only here
+            e.unsaved = tuple(self.receipts.receipts)
+        return e

@@ -1,7 +1,8 @@
 """Where a run's receipts go: checked and claimed before anything is measured, kept when a write fails.
 
 - A path where something other than a regular file is (a symbolic link, a device, a FIFO,
-  a socket, a directory) is refused: writing the receipt would replace it.
+  a socket, a directory) is refused: writing the receipt would replace it. So is one where
+  the run's log goes (``NAME.log``, appended to): it would write through a link or wait on a FIFO.
 - An existing receipt is refused unless ``overwrite`` is set: a run never silently replaces
   another run's rows.
 - A lock (``flock`` on ``.NAME.lock`` beside the receipt) is held for the whole run: a run on
@@ -48,8 +49,14 @@ def default_out() -> Path:
     return Path("receipts") / f"run-{stamp}.json"
 
 
-def refuse_odd_path(path: Path) -> bool:
-    """UsageError if something other than a regular file is at ``path``; whether a file is there."""
+def log_path(receipt: Path) -> Path:
+    """The run's log of library output, beside its (first) receipt."""
+    return receipt.with_suffix(".log")
+
+
+def refuse_odd_path(path: Path, what: str = "receipt") -> bool:
+    """FieldError (out) if something other than a regular file is at ``path``; whether a file is there.
+    ``what``: the receipt, or the log beside it (which is appended to, never replaced)."""
     try:
         mode = os.lstat(path).st_mode
     except FileNotFoundError:
@@ -59,8 +66,12 @@ def refuse_odd_path(path: Path) -> bool:
     if stat.S_ISREG(mode):
         return True
     kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
-    what = "is a symbolic link" if stat.S_ISLNK(mode) else f"is not a regular file ({kind})"
-    raise FieldError("out", f"receipt path {path} {what}; a receipt never replaces it: choose another path")
+    kind_is = "is a symbolic link" if stat.S_ISLNK(mode) else f"is not a regular file ({kind})"
+    if what != "receipt":
+        raise FieldError("out", f"{what} path {path} {kind_is}; the run's {what} never writes to it: remove "
+                                "it or choose another receipt path")
+    raise FieldError("out", f"receipt path {path} {kind_is}; a receipt never replaces it: "
+                            "choose another path")
 
 
 class PathBusy(FieldError):
@@ -114,6 +125,7 @@ def _claim(paths: list[Path], overwrite: bool) -> list[PathLock] | None:
         for p in paths:
             locks.append(lock_receipt_path(p))
         existing = [p for p in paths if refuse_odd_path(p)]
+        refuse_odd_path(log_path(paths[0]), "log")
     except BaseException:
         for lock in locks:
             lock.release()

@@ -24,7 +24,7 @@ from benchbox.contracts import Contract, load_contract
 from benchbox.errors import FieldError, UsageError, error_line
 from benchbox.harness import Harness, PhaseTimer
 from benchbox.harness.clocks import HostClock, host_clock
-from benchbox.harness.schedule import sample, sampling_key
+from benchbox.harness.schedule import measured_before, sample, sampling_key
 from benchbox.receipts import build
 from benchbox.receipts.io import check_receipt_budget
 from benchbox.receipts.model import Calibration, Receipt, ResultRow
@@ -34,7 +34,7 @@ from benchbox.run.contain import contained, describe
 from benchbox.run.factory import REGISTERED, RunnerFactory
 from benchbox.run.interrupt import Stop
 from benchbox.run.limits import TimeLimit
-from benchbox.run.output import Output
+from benchbox.run.output import Output, log_path
 from benchbox.run.progress import LineReporter, Reporter, RunPlan, passes
 from benchbox.runners import Runner
 from benchbox.tasks import CallTrace, Case, Task, check_task_metadata, load_task
@@ -153,7 +153,7 @@ class _Run:
         if cfg.threads is not None:
             torch.set_num_threads(cfg.threads)
         self.receipts = self._open_receipts()
-        self.log = OutputLog(self.receipts.paths[0].with_suffix(".log"), self.reporter.captured)
+        self.log = OutputLog(log_path(self.receipts.paths[0]), self.reporter.captured)
         self.reporter.run_started(self._plan())
         self._calibrate()
         self.references = self._reference()
@@ -213,8 +213,10 @@ class _Run:
 
     def _task(self) -> tuple[Task, list[Case]]:
         try:
-            return self._load_task()
+            with self.stop.preparing():  # task code that hangs while it loads: a signal stops at once
+                return self._load_task()
         except BaseException as e:
+            self.stop.check()  # a signal while loading may come back as the task's own error
             if not contained(e):
                 raise
             raise FieldError("task", f"{self.cfg.task}: loading the task ended in {describe(e)}") from None
@@ -298,7 +300,7 @@ class _Run:
     def _reference(self) -> dict[str, CallTrace]:
         """The float32 eager reference, computed once per case on the CPU, outside any timing."""
         self.reporter.phase("reference")
-        with self.log.capture("reference"):
+        with self.stop.preparing(), self.log.capture("reference"):  # no sample in progress: stop at once
             return self._reference_calls()
 
     def _reference_calls(self) -> dict[str, CallTrace]:
@@ -384,7 +386,7 @@ class _Run:
             except BaseException as e:
                 if not contained(e):
                     raise
-                return self.failed_case(runner, case, phases, e)
+                return self.failed_case(runner, case, phases, e, measured_before(e))
         report = {**_report(runner), "prepare_s": dict(phases.seconds)}
         return [build.failed_row(runner.name, case, failed, report)] * len(self.contracts)
 

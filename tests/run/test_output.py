@@ -176,3 +176,84 @@ def test_disk_full_mock_everywhere_keeps_the_results_in_the_table(
     assert "invoice" in result.stdout and "valid" in result.stdout
     assert "receipt NOT written" in result.stdout
     assert loaded(out)["results"] == []
+
+
+def test_disk_full_mock_everywhere_then_sigint_shows_the_results_kept_in_memory_in_the_table(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The task sends SIGINT in beta's second sample (``serialize`` calls: 1-2 references, 3-4
+    validate alpha, 5 its warm-up, 6-10 its samples, 11-12 validate beta, 13 its warm-up)."""
+    import signal
+    import tempfile
+
+    out = tmp_path / "r.json"
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    _disk_full_mock(monkeypatch, tmp_path, once=out)  # the fallback folder is full too
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:  # the command line ignores further signals once interrupted: give pytest its own back
+        result = CliRunner().invoke(main, [
+            "run", "--task", "tests.hostile_tasks:factory", "--runner", "torch-eager", "--samples", "5",
+            "--warmup", "1", "--task-option", "signal_in=serialize", "--task-option", "at_call=15",
+            "--out", str(out)])
+    finally:
+        for s, h in handlers.items():
+            signal.signal(s, h)
+    assert result.exit_code == 130, result.output
+    assert "Traceback" not in result.output
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("benchbox: interrupted (SIGINT): 2 result(s)") and "memory only" in last, last
+    table = result.stdout
+    assert "alpha" in table and "valid" in table and "beta" in table, table
+    assert loaded(out)["results"] == []  # nothing reached the disk
+
+
+def test_a_symlink_where_the_log_goes_is_refused_before_measuring_and_left_alone(tmp_path: Path) -> None:
+    target = tmp_path / "precious.txt"
+    target.write_text("not a log\n")
+    (tmp_path / "r.log").symlink_to(target)
+    line = one_line_exit_2([*QUICK, "--out", str(tmp_path / "r.json")])
+    assert "symbolic link" in line and "r.log" in line, line
+    assert target.read_text() == "not a log\n"
+    assert not (tmp_path / "r.json").exists()  # refused before the receipt was opened
+
+
+def test_a_fifo_where_the_log_goes_is_refused_before_measuring(tmp_path: Path) -> None:
+    """In a child process with a timeout: a run that opened the FIFO would wait for a reader forever."""
+    import subprocess
+    import sys
+
+    from tests.support import REPO
+
+    os.mkfifo(tmp_path / "r.log")
+    done = subprocess.run([sys.executable, "-m", "benchbox", *QUICK, "--out", str(tmp_path / "r.json")],
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("benchbox: error: ") and "FIFO" in lines[0], lines
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_the_log_never_writes_through_a_symlink_or_into_a_fifo_that_appears_during_the_run(
+        tmp_path: Path) -> None:
+    """Put there after the paths were checked: the log is a convenience and stops, the run goes on.
+    The FIFO in a child process with a timeout: opening it for writing would wait for a reader."""
+    import subprocess
+    import sys
+
+    from tests.support import REPO
+
+    target = tmp_path / "precious.txt"
+    target.write_text("not a log\n")
+    (tmp_path / "r.log").symlink_to(target)
+    code = ("import sys; from pathlib import Path; from benchbox.run.capture import OutputLog\n"
+            "log = OutputLog(Path(sys.argv[1]))\n"
+            "with log.capture('phase'): print('library noise', file=sys.stderr)\n"
+            "print(log.path)\n")
+    os.mkfifo(tmp_path / "f.log")
+    for name in ("r.log", "f.log"):
+        done = subprocess.run([sys.executable, "-c", code, str(tmp_path / name)], cwd=REPO,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0 and done.stdout.strip() == "None", (name, done.stdout, done.stderr)
+    assert target.read_text() == "not a log\n"
+    assert stat.S_ISFIFO(os.lstat(tmp_path / "f.log").st_mode)

@@ -152,3 +152,33 @@ def test_sigterm_during_a_compile_leaves_no_compiler_process_and_no_temporary_fo
     time.sleep(1.0)  # a compiler process told to stop has a moment to go
     assert [p for p in seen if _alive(p)] == []
     assert sorted(p.name for p in tmp.glob("benchbox-*")) == []
+
+
+@pytest.mark.parametrize("hang", [["hang_in=factory"],  # while the task loads
+                                  ["hang_in=serialize", "at_call=1"]])  # in the first reference call
+def test_sigterm_while_the_task_loads_or_the_reference_hangs_exits_143_with_one_line(
+        tmp_path: Path, hang: list[str]) -> None:
+    mark = tmp_path / "hanging"
+    options = [a for o in [*hang, f"mark={mark}"] for a in ("--task-option", o)]
+    proc = _benchbox(tmp_path, "run", "--task", "tests.hostile_tasks:factory", "--runner", "torch-eager",
+                     "--samples", "3", "--warmup", "1", *options, "--out", str(tmp_path / "r.json"))
+    try:
+        deadline = time.monotonic() + 300
+        while not mark.exists():
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            assert time.monotonic() < deadline, "the task never reached its hang"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = err.decode()
+    assert proc.returncode == 143, text
+    assert "Traceback" not in text
+    said = [line for line in text.splitlines() if line.startswith("benchbox: ")]  # progress aside
+    assert len(said) == 1 and said[0].startswith("benchbox: interrupted (SIGTERM)"), text
+    assert text.rstrip().splitlines()[-1] == said[0]
+    if (tmp_path / "r.json").exists():  # the reference phase: the receipt was open
+        assert loaded(tmp_path / "r.json")["interrupted"] is True
