@@ -81,8 +81,9 @@ def test_the_sweep_figure_draws_the_curves_and_names_overload(swept: Path) -> No
     paths = expand_index([swept / INDEX])
     assert len(paths) == 10 and all(p.exists() for p in paths)
     fig = figure(label_receipts(paths, [load_receipt(p) for p in paths]), "sweep")
-    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
-    assert "stopped at bound" in texts and "util ≥ 1" not in texts
+    marks = _overload_marks(fig)
+    assert "overloaded:bound" in marks and "overloaded:util" not in marks
+    assert any("stopped at the bound" in t for t in _legend(fig))
     xlabels = {ax.get_xlabel() for ax in fig.axes}
     # each axis says its scale: rates on a log axis (they span more than 8×), gaps log above 0.1 ms
     assert xlabels == {"offered load (requests/s), log scale",
@@ -95,6 +96,17 @@ def test_the_sweep_figure_draws_the_curves_and_names_overload(swept: Path) -> No
 
 def _caption(fig: object) -> str:
     return " ".join(t.get_text() for t in fig.texts)  # type: ignore[attr-defined]
+
+
+def _overload_marks(fig: object) -> set[str]:
+    """The kinds of red overload marks drawn (``overloaded:bound``, ``overloaded:util``)."""
+    return {ln.get_gid() for ax in fig.axes for ln in ax.lines  # type: ignore[attr-defined]
+            if ln.get_gid() in ("overloaded:bound", "overloaded:util")}
+
+
+def _legend(fig: object) -> list[str]:
+    return [t.get_text() for ax in fig.axes if ax.get_legend()  # type: ignore[attr-defined]
+            for t in ax.get_legend().get_texts()]
 
 
 def test_the_sweep_caption_says_how_each_overloaded_point_was_found(swept: Path) -> None:
@@ -120,8 +132,9 @@ def test_the_sweep_caption_says_how_each_overloaded_point_was_found(swept: Path)
         return dataclasses.replace(rec, results=tuple(rows))
 
     fig = figure(label_receipts(paths, [flagged(r) for r in receipts]), "sweep")
-    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
-    assert "util ≥ 1" in texts and "stopped at bound" not in texts
+    marks = _overload_marks(fig)
+    assert "overloaded:util" in marks and "overloaded:bound" not in marks
+    assert any("util ≥ 1" in t for t in _legend(fig)) and not any("stopped" in t for t in _legend(fig))
     cap = _caption(fig)
     assert "'util ≥ 1': all samples ran" in cap and "the declared bound was not reached" in cap
     assert "'stopped at bound'" not in cap
@@ -241,13 +254,13 @@ def test_a_flagged_point_gets_its_flag_marker_and_busy_waits_are_hollow(swept: P
     assert marks and {m for m, _ in marks} == {FLAG_MARKERS[("unsettled",)]} != {FLAG_MARKERS[()]}
     legend = [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
     assert any(t.startswith("unsettled") for t in legend)
-    # the y axes carry labelled 2× and 5× ticks between the decades
+    # the y axes carry labelled ticks between the decades (2×, 3× or 5×), at least four in view
     fig.canvas.draw()
     ax = next(a for a in fig.axes if a.lines)
     lo, hi = ax.get_ylim()
     ticks = [float(t) for t in ax.yaxis.get_majorticklocs() if lo <= t <= hi]
     mantissas = {round(t / 10 ** math.floor(math.log10(t)), 6) for t in ticks}
-    assert ax.get_yscale() == "log" and {2.0, 5.0} & mantissas, ticks
+    assert ax.get_yscale() == "log" and {2.0, 3.0, 5.0} & mantissas and len(ticks) >= 4, ticks
     assert all(t.get_text() for t in ax.get_yticklabels() if lo <= t.get_position()[1] <= hi)
 
 

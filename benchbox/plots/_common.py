@@ -393,6 +393,44 @@ def set_value_axis(ax: Axes, log: bool, axis: str = "x", decades: float = 0.0) -
     target.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
 
 
+#: mantissas of labelled log ticks, sparsest first: :func:`log_ticks` takes the first that gives enough
+LOG_MANTISSAS = ((1.0,), (1.0, 3.0), (1.0, 2.0, 5.0), (1.0, 2.0, 3.0, 5.0, 7.0),
+                 (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 7.0), (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0))
+
+
+def log_ticks(lo: float, hi: float, least: int = 4) -> list[float]:
+    """Labelled ticks for a log axis viewing ``lo``..``hi``: the sparsest of :data:`LOG_MANTISSAS`
+    that puts at least ``least`` ticks in view with no more than 2× between either end of the view and
+    its nearest tick (the densest when none does)."""
+    import math
+
+    lo, hi = sorted((lo, hi))
+    if not (lo > 0 and math.isfinite(hi)):
+        return []
+    ticks: list[float] = []
+    for subs in LOG_MANTISSAS:
+        ticks = sorted({float(f"{m * 10.0 ** e:.6g}")
+                        for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
+                        for m in subs})
+        ticks = [t for t in ticks if lo <= t <= hi]
+        if len(ticks) >= least and ticks[0] <= 2 * lo and 2 * ticks[-1] >= hi:
+            break
+    return ticks
+
+
+def set_log_ticks(ax: Axes, axis: str = "y", least: int = 4) -> None:
+    """Label a log axis at :func:`log_ticks` of its current view, as plain numbers (call once the
+    view's limits are final)."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter
+
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    ticks = log_ticks(*(ax.get_xlim() if axis == "x" else ax.get_ylim()), least=least)
+    target.set_major_locator(FixedLocator(ticks))
+    target.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    target.set_minor_locator(LogLocator(base=10, subs=tuple(range(2, 10))))
+    target.set_minor_formatter(NullFormatter())
+
+
 def stage_order(rows: Iterable[Row]) -> list[str]:
     present = {s for r in rows for s in r.stages_ns}
     return [s for s in TIMELINE if s in present]

@@ -3,11 +3,12 @@
 The receipts of a sweep (``benchbox sweep``) are the same contract under different
 arrivals. Poisson points go on a panel against the offered rate; gap points, and the
 back-to-back reference at gap 0, on a panel against the gap. A point where the offered
-rate exceeded what the runner sustains is drawn as a cross and labelled with how it was
-found: *stopped at bound* (the backlog or one wait passed the declared bound, so sampling
-stopped early) or *util ≥ 1* (it ran all its samples, and the measured utilisation, offered
-rate × mean service time, was at least 1). Either way its latency grew with the run, so it
-is no property of the runner at that load.
+rate exceeded what the runner sustains gets a red mark that says how it was found: a ringed
+cross (⊗) when it *stopped at the bound* (the backlog or one wait passed the declared bound, so
+sampling stopped early), a plain cross (×) when *util ≥ 1* (it ran all its samples, and the
+measured utilisation, offered rate × mean service time, was at least 1). Either way its latency
+grew with the run, so it is no property of the runner at that load. The marks are explained once,
+in the legend and the footer, so no per-point text can collide with another.
 """
 
 from __future__ import annotations
@@ -19,14 +20,16 @@ from typing import TYPE_CHECKING, Any
 from benchbox.errors import UsageError
 from benchbox.plots._common import (
     BASE_FONT,
+    CAPTION_FONT,
     FLAG_MARKERS,
     LabelledReceipt,
+    Measure,
     caption,
     flag_handles,
     new_figure,
     reason_flags,
     runner_colour,
-    set_value_axis,
+    set_log_ticks,
     time_unit,
     title,
 )
@@ -81,18 +84,19 @@ def stopped_at_bound(load: Any) -> bool:
 
 
 def overload_note(pts: Sequence[Point]) -> str:
-    """What the crosses mean, as the receipts say: stopped at the declared bound, or utilisation ≥ 1."""
+    """What the red marks mean, as the receipts say: stopped at the declared bound, or utilisation ≥ 1."""
     over = [p for p in pts if p.overloaded]
     if not over:
         return "No point was overloaded."
     parts = []
     if any(p.stopped_at_bound for p in over):
-        parts.append("'stopped at bound': the backlog or one wait passed the declared bound and "
+        parts.append("⊗ 'stopped at bound': the backlog or one wait passed the declared bound and "
                      "sampling stopped")
     if not all(p.stopped_at_bound for p in over):
-        parts.append("'util ≥ 1': all samples ran and the measured utilisation (offered rate × mean "
+        parts.append("× 'util ≥ 1': all samples ran and the measured utilisation (offered rate × mean "
                      "service time) was at least 1; the declared bound was not reached")
-    return "× overloaded, the queue grew without bound: " + "; ".join(parts) + "."
+    return ("Red marks: overloaded, the queue grew without bound, so the latency is no property of the "
+            "runner at that load: " + "; ".join(parts) + ".")
 
 
 def _points(receipts: Sequence[LabelledReceipt]) -> list[Point]:
@@ -121,12 +125,25 @@ def _points(receipts: Sequence[LabelledReceipt]) -> list[Point]:
     return out
 
 
+OVERLOAD_COLOUR = "#c0392b"
+#: the red marks of an overloaded point, by how it was found: a cross, ringed when sampling stopped
+OVERLOAD_LABELS = {"bound": "overloaded: stopped at the bound (⊗)",
+                   "util": "overloaded: util ≥ 1, all samples ran (×)"}
+
+
+def _overload_marks(ax: Any, x: float, y: float, bound: bool, zorder: float = 5) -> None:
+    kind = "bound" if bound else "util"
+    ax.plot([x], [y], "x", color=OVERLOAD_COLOUR, ms=10, mew=2, zorder=zorder, gid=f"overloaded:{kind}")
+    if bound:
+        ax.plot([x], [y], "o", ms=14, mfc="none", mec=OVERLOAD_COLOUR, mew=1.5, zorder=zorder,
+                gid="overloaded:bound:ring")
+
+
 def _draw(ax: Any, pts: list[Point], unit: Any, panel: str) -> None:
-    series = list(dict.fromkeys(p.series for p in pts))
+    from matplotlib.ticker import FuncFormatter
+
     drawn = {p.series for p in pts if panel != "gap" or p.x > 0}  # b2b alone makes no curve
-    for s in series:
-        if s not in drawn:
-            continue
+    for s in [s for s in dict.fromkeys(p.series for p in pts) if s in drawn]:
         sp = sorted((p for p in pts if p.series == s), key=lambda p: p.x)
         colour = runner_colour(sp[0].runner)
         for qname, key, cikey, style in QUANTS:
@@ -138,30 +155,75 @@ def _draw(ax: Any, pts: list[Point], unit: Any, panel: str) -> None:
                 lo.append(max(0.0, y - unit(ci[0])) if ci else 0.0)
                 hi.append(max(0.0, unit(ci[1]) - y) if ci else 0.0)
             alpha = 1.0 if qname == "p50" else 0.7
-            ax.errorbar(xs, ys, yerr=[lo, hi], fmt=style, color=colour, capsize=2, lw=1.2, alpha=alpha,
-                        label=f"{s} {qname}")
+            ax.errorbar(xs, ys, yerr=[lo, hi], fmt=style, color=colour, capsize=2, lw=1.2, alpha=alpha)
             for p, y in zip(sp, ys):  # shape: the row's flags; hollow: waits busy-waited
                 ax.plot([p.x], [y], ls="", marker=FLAG_MARKERS.get(p.flags, "o"), ms=5, color=colour,
                         mfc="white" if p.busy else colour, mew=1.2, alpha=alpha, zorder=4)
-            for p, y in zip(sp, ys):
                 if p.overloaded:
-                    ax.plot([p.x], [y], "x", color="#c0392b", ms=11, mew=2, zorder=5)
-                    if qname == "p99":
-                        note = "stopped at bound" if p.stopped_at_bound else "util ≥ 1"
-                        ax.annotate(note, (p.x, y), textcoords="offset points", xytext=(4, 6),
-                                    fontsize=BASE_FONT - 2, color="#c0392b")
-    set_value_axis(ax, True, axis="y")
-    ax.grid(True, which="both", alpha=0.25)
+                    _overload_marks(ax, p.x, y, p.stopped_at_bound)
+    ax.set_yscale("log")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.grid(True, which="minor", alpha=0.1)
     if panel == "gap":  # gaps start at 0 (back to back): linear below 0.1 ms, log above
         ax.set_xscale("symlog", linthresh=0.1)
         ax.set_xlim(0, max(p.x for p in pts) * 1.6 or 1.0)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
     elif len({p.x for p in pts}) > 1 and max(p.x for p in pts) / min(p.x for p in pts) > 8:
         ax.set_xscale("log")
+        set_log_ticks(ax, "x")
+    set_log_ticks(ax, "y")
 
 
 def scale_note(ax: Any) -> str:
     """What an axis label should say about the axis's scale."""
     return {"log": ", log scale", "symlog": ", log scale above 0.1"}.get(ax.get_xscale(), "")
+
+
+def legend_handles(pts: Sequence[Point]) -> list[Any]:
+    """One legend for the figure: runners by colour, quantiles by line, idle modes by fill, flags by
+    shape, overload by the red marks (each only where it occurs)."""
+    from matplotlib.lines import Line2D
+
+    grey = "#444444"
+    out: list[Any] = [Line2D([], [], color=runner_colour(r), lw=2, label=r)
+                      for r in dict.fromkeys(p.runner for p in pts)]
+    out += [Line2D([], [], color=grey, ls=style, lw=1.2, label=q) for q, _, _, style in QUANTS]
+    modes = {p.busy for p in pts}
+    out += [Line2D([], [], ls="", marker="o", ms=5, color=grey, mfc="white" if busy else grey, mew=1.2,
+                   label="waits busy-waited" if busy else "waits slept")
+            for busy in (False, True) if busy in modes]
+    out += flag_handles(pts)
+    over = {p.stopped_at_bound for p in pts if p.overloaded}
+    cross = Line2D([], [], ls="", marker="x", color=OVERLOAD_COLOUR, ms=8, mew=2)
+    ring = Line2D([], [], ls="", marker="o", ms=11, mfc="none", mec=OVERLOAD_COLOUR, mew=1.5)
+    if True in over:
+        out.append(((cross, ring), OVERLOAD_LABELS["bound"]))
+    if False in over:
+        out.append((cross, OVERLOAD_LABELS["util"]))
+    return out
+
+
+def _headline(panels: Sequence[str]) -> str:
+    against = {("rate", "gap"): "offered load and idle gap", ("rate",): "offered load",
+               ("gap",): "the idle gap between calls"}[tuple(panels)]
+    return f"Latency against {against}: p50 (solid) and p99 (dashed), 95% intervals"
+
+
+def _footer(pts: Sequence[Point], panels: Sequence[str]) -> str:
+    where = []
+    if "rate" in panels:
+        where.append("Poisson points at their offered rate (latency from each scheduled arrival)")
+    if "gap" in panels:
+        where.append("gap points at the idle gap before each call, back to back at 0")
+    text = "; ".join(where) + ("; filled markers: waits slept, hollow: busy-waited; circles: rows not "
+                               "flagged, other shapes: noisy or unsettled rows (legend).")
+    text = text[0].upper() + text[1:]
+    return text + (" " + overload_note(pts) if "rate" in panels else "")
+
+
+#: layout, in inches: left margin, panel width, space between panels, panel height, space between
+#: rows, title block, room under the last row for its ticks and axis label
+LEFT, PANEL_W, PANEL_GAP, PANEL_H, ROW_GAP, TOP, BELOW = 1.2, 5.2, 1.6, 2.7, 0.95, 0.8, 0.7
 
 
 def figure(receipts: Sequence[LabelledReceipt]) -> Figure:
@@ -172,25 +234,39 @@ def figure(receipts: Sequence[LabelledReceipt]) -> Figure:
     contracts = list(dict.fromkeys(p.contract for p in pts))
     panels = [(k, label) for k, label in PANELS if any(p.panel == k for p in pts)]
     unit = time_unit([getattr(p.row.summary, k) or 0 for p in pts for _, k, _, _ in QUANTS])
-    width, row_h = 6.8 * len(panels) + 3.0, 3.6
-    height = 1.2 + row_h * len(contracts) + 0.9
+    handles = legend_handles(pts)
+    measure = Measure()
+    legend_font = BASE_FONT - 2
+    legend_w = max(measure.text(h[1] if isinstance(h, tuple) else h.get_label(), fontsize=legend_font)[0]
+                   for h in handles) + 0.8
+    width = LEFT + len(panels) * PANEL_W + (len(panels) - 1) * PANEL_GAP + 0.15 + legend_w + 0.15
+    foot = measure.wrap(_footer(pts, [k for k, _ in panels]), width - 0.25, **CAPTION_FONT)
+    foot_h = measure.text(foot, **CAPTION_FONT)[1] + 0.2
+    n = len(contracts)
+    height = TOP + n * PANEL_H + (n - 1) * ROW_GAP + BELOW + foot_h
     fig = new_figure(width, height)
     for i, name in enumerate(contracts):
         for j, (panel, xlabel) in enumerate(panels):
-            left = (1.2 + j * 6.8) / width
-            bottom = (0.9 + (len(contracts) - 1 - i) * row_h + 0.5) / height
-            ax = fig.add_axes((left, bottom, 5.2 / width, (row_h - 0.9) / height))
+            bottom = foot_h + BELOW + (n - 1 - i) * (PANEL_H + ROW_GAP)
+            ax = fig.add_axes(((LEFT + j * (PANEL_W + PANEL_GAP)) / width, bottom / height,
+                               PANEL_W / width, PANEL_H / height))
             mine = [p for p in pts if p.contract == name and p.panel == panel]
             if mine:
                 _draw(ax, mine, unit, panel)
             ax.set_xlabel(xlabel + scale_note(ax), fontsize=BASE_FONT)
             ax.set_ylabel(f"{name}\nlatency ({unit.name}, log scale)", fontsize=BASE_FONT)
-            if i == 0 and j == len(panels) - 1 and mine:
-                handles, _ = ax.get_legend_handles_labels()
-                ax.legend(handles=handles + flag_handles(pts), fontsize=BASE_FONT - 2, loc="upper left",
-                          bbox_to_anchor=(1.02, 1.0))
-    title(fig, "Latency against load: p50 (solid) and p99 (dashed), 95% intervals", receipts, 1.0)
-    caption(fig, "Poisson points at their offered rate; gap points at the idle gap before each call, "
-                 "back to back at 0; filled markers: waits slept, hollow: busy-waited; circles: rows not "
-                 "flagged, other shapes: noisy or unsettled rows (legend). " + overload_note(pts))
+            if i == 0 and j == len(panels) - 1:
+                _legend(ax, handles, legend_font)
+    title(fig, _headline([k for k, _ in panels]), receipts, 1.0)
+    caption(fig, foot)
     return fig
+
+
+def _legend(ax: Any, handles: list[Any], fontsize: float) -> None:
+    from matplotlib.legend_handler import HandlerTuple
+
+    plain = [h for h in handles if not isinstance(h, tuple)]
+    marks = [h for h in handles if isinstance(h, tuple)]
+    ax.legend(handles=plain + [h for h, _ in marks], labels=[h.get_label() for h in plain] +
+              [label for _, label in marks], fontsize=fontsize, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+              handler_map={tuple: HandlerTuple(ndivide=1)})
