@@ -544,7 +544,7 @@ def diff(base: Path, head: Path, threshold: str, metric: str, accept: tuple[str,
         render.write_step_summary(render.refused_markdown(str(e)))
         raise
     shown = {"table": render.diff_table, "markdown": render.diff_markdown, "json": render.diff_json}[fmt]
-    _echo(shown(result))
+    (click.echo if fmt == "json" else _echo)(shown(result))  # JSON is escaped already; parses
     render.write_step_summary(render.diff_markdown(result))
     sys.exit(result.exit_code)
 

@@ -421,7 +421,8 @@ def _hostile_pair(rng: random.Random) -> tuple[dict[str, Any], dict[str, Any]]:
 def test_fuzz_markdown_and_terminal_output_of_hostile_names() -> None:
     from benchbox.receipts.diff import diff_receipts
     from benchbox.receipts.model import decode_receipt
-    from benchbox.render import diff_markdown, diff_table, side_by_side
+    from benchbox.render import diff_json, diff_markdown, diff_table, side_by_side
+    from benchbox.render.data import dumps, receipt_summary
 
     rng = random.Random(SEED + 2)
     for i in range(CORPUS_EXAMPLES):
@@ -443,6 +444,9 @@ def test_fuzz_markdown_and_terminal_output_of_hostile_names() -> None:
         plain = [results_table(base), diff_table(d), side_by_side([base, head], ["a", "b"])]
         for text in plain:
             assert not TERMINAL_CONTROL.search(text), (i, text)
+        for doc, text in ((d.to_dict(), diff_json(d)), (receipt_summary(base), dumps(receipt_summary(base)))):
+            assert not TERMINAL_CONTROL.search(text.replace("\n", "")), (i, text)
+            assert json.loads(text) == json.loads(json.dumps(doc)), i  # escaped, not altered
         if i % 10 == 0:
             _export(base)
             _plot(head, base, i // 10)
