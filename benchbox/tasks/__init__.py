@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchbox.errors import UsageError
+from benchbox.errors import UsageError, error_line
 from benchbox.tasks.base import GENERIC_GATES, CallTrace, Case, GateResult, InputShape, Task
 
 __all__ = ["GENERIC_GATES", "CallTrace", "Case", "GateResult", "InputShape", "SizeInfo", "Task", "TaskInfo",
@@ -96,18 +96,37 @@ def describe_tasks(specs: tuple[str, ...] | list[str] | None = None) -> list[Tas
     """Tasks (the built-in ones by default) with every size's parameter count and the cases.
 
     Counts come from ``Task.parameter_count``, i.e. from the model the task builds (the
-    built-in task builds large sizes on the ``meta`` device, allocating nothing).
+    built-in task builds large sizes on the ``meta`` device, allocating nothing). The task's
+    metadata is checked as a run checks it; task code that fails or leaves by ``sys.exit`` or
+    another BaseException (at import, in the factory, building a model) is one line, as at a
+    run's load.
     """
-    out = []
-    for spec in specs or list(builtin_tasks()):
-        task = load_task(spec)
-        sizes = []
-        for size in task.sizes():
-            try:
-                t = task if size == task.size else dataclasses.replace(task, size=size)
-            except (ValueError, TypeError) as e:
-                raise UsageError(f"task {spec}: size {size}: {e}") from None
-            detail = getattr(t, "size_detail", lambda: "")()
-            sizes.append(SizeInfo(size, int(t.parameter_count()), detail))
-        out.append(TaskInfo(task.name, spec, tuple(c.name for c in task.cases()), tuple(sizes)))
-    return out
+    return [_contained(spec) for spec in specs or list(builtin_tasks())]
+
+
+def _contained(spec: str) -> TaskInfo:
+    try:
+        return _describe(spec)
+    except (UsageError, KeyboardInterrupt):
+        raise
+    except BaseException as e:  # noqa: BLE001 - task code may leave in any way, sys.exit included
+        why = (f"SystemExit: sys.exit({e.code!r}) called by task code" if isinstance(e, SystemExit)
+               else error_line(e))
+        raise UsageError(f"--task {spec}: loading the task ended in {why}") from None
+
+
+def _describe(spec: str) -> TaskInfo:
+    task = load_task(spec)
+    cases = task.cases()
+    if not isinstance(cases, list) or not cases or not all(isinstance(c, Case) for c in cases):
+        raise UsageError(f"--task {spec}: cases() must return a non-empty list of benchbox.tasks.Case")
+    check_task_metadata(task, cases, spec)
+    sizes = []
+    for size in task.sizes():
+        try:
+            t = task if size == task.size else dataclasses.replace(task, size=size)
+        except (ValueError, TypeError) as e:
+            raise UsageError(f"task {spec}: size {size}: {e}") from None
+        detail = getattr(t, "size_detail", lambda: "")()
+        sizes.append(SizeInfo(size, int(t.parameter_count()), detail))
+    return TaskInfo(task.name, spec, tuple(c.name for c in cases), tuple(sizes))

@@ -25,7 +25,7 @@ from benchbox.tasks.decision import media
 from benchbox.tasks.decision.model import SIZES, build, count_parameters
 from benchbox.tasks.decision.task import CASE_NAMES, GATES, DecisionTask
 from benchbox.tasks.decision.weights import load_safetensors, save_safetensors
-from tests.support import REPO
+from tests.support import REPO, one_line_exit_2
 
 FIXTURES = REPO / "benchbox" / "tasks" / "decision" / "fixtures"
 
@@ -432,3 +432,29 @@ def test_listing_tasks_does_not_import_torch() -> None:
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads(r.stdout)[0]["sizes"][3]["parameters"] == SIZES["large"].parameters
+
+
+_BUILD_EXITS = ("import sys\nfrom tests.diff_tasks import SleepTask\n\n"
+                "class Exits(SleepTask):\n    def build_model(self):\n        sys.exit(0)\n\n"
+                "def factory(**kw):\n    return Exits(**kw)\n")
+
+
+@pytest.mark.parametrize("body, said", [
+    ("import sys\nsys.exit(0)\n", "sys.exit(0)"),  # was a silent exit 0
+    ("class Boom(BaseException):\n    pass\n\nraise Boom('at import')\n", "Boom: at import"),  # a traceback
+    (_BUILD_EXITS, "sys.exit(0)"),  # in build_model, while counting parameters
+])
+def test_tasks_contains_task_code_that_leaves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str,
+                                              said: str) -> None:
+    name = f"lists_and_leaves_{abs(hash(body))}"
+    (tmp_path / f"{name}.py").write_text(body)
+    monkeypatch.chdir(tmp_path)
+    line = one_line_exit_2(["tasks", "--task", f"{name}:factory"])
+    assert said in line and f"{name}:factory" in line
+
+
+@pytest.mark.parametrize("factory, said", [("int_case", "case name must be a non-empty string"),
+                                           ("dup_cases", "twice"), ("int_name", "task name")])
+def test_tasks_validates_metadata_as_run_does(factory: str, said: str) -> None:
+    line = one_line_exit_2(["tasks", "--task", f"tests.evil_tasks:{factory}", "--format", "json"])
+    assert said in line
