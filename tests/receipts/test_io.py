@@ -241,9 +241,10 @@ def test_first_and_last_must_match_the_stages(tmp_path: Path) -> None:
 
 # -- resource bombs: a receipt's shape is bounded before it is parsed --------------------------
 
-@pytest.mark.parametrize("item", [b"[],", b"{},", b'{"a":0},'])
+@pytest.mark.parametrize("item", [b"[],", b"{},", b'{"a":0},', b'"ab",', '"\u0100",'.encode()])
 def test_a_receipt_of_many_small_containers_is_refused_before_parsing(item: bytes, tmp_path: Path) -> None:
-    """3 MB of "[]," would cost ~25x its size in Python objects; the pre-scan refuses it."""
+    """3 MB of "[]," would cost ~25x its size in Python objects, of short strings ("ab", or one
+    character past Latin-1) 12 to 18x; the pre-scan refuses them."""
     n = 3_000_000 // len(item)
     blob = b'{"schema_version": 2, "x": [' + item * n + b"[]]}"
     assert len(blob) < io.MAX_RECEIPT_BYTES
