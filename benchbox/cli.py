@@ -501,7 +501,7 @@ def combine(receipts: tuple[Path, ...], output: Path) -> None:
     if output.exists():
         raise UsageError(f"{output} exists: choose another --output")
     joined = join([load_receipt(r) for r in receipts], [str(r) for r in receipts])
-    write_receipt(output, joined)
+    write_receipt(output, joined, exclusive=True, readable=True)
     _echo(f"wrote {output}: {len(receipts)} runs as rounds of {len(joined.results)} rows")
 
 

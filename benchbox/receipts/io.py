@@ -135,16 +135,21 @@ def _publish(tmp: str, path: Path, exclusive: bool) -> None:
     os.unlink(tmp)
 
 
-def write_receipt(path: Path, receipt: Receipt | dict[str, Any], *, exclusive: bool = False) -> None:
+def write_receipt(path: Path, receipt: Receipt | dict[str, Any], *, exclusive: bool = False,
+                  readable: bool = False) -> None:
     """Write atomically: a temporary file in the same folder, fsync, rename, fsync the folder.
 
     A reader (or a crash at any instant) sees either the previous receipt or the
     new one, never a mixture. ``exclusive``: only where nothing is yet (a run's first
-    write), never replacing anything. An unwritable path raises ReceiptWriteError (a
-    UsageError).
+    write), never replacing anything. ``readable``: refuse (UsageError, nothing written) a
+    receipt over the read limit, which no command could load. An unwritable path raises
+    ReceiptWriteError (a UsageError).
     """
     path = Path(path)
     blob = encode_receipt(receipt)
+    if readable and len(blob) > MAX_RECEIPT_BYTES:
+        raise UsageError(f"{path}: the receipt would take {len(blob):,} bytes, over the read limit of "
+                         f"{MAX_RECEIPT_BYTES:,} bytes (no command could load it); nothing was written")
     tmp: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
