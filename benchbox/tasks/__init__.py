@@ -13,7 +13,7 @@ from benchbox.errors import UsageError, error_line
 from benchbox.tasks.base import GENERIC_GATES, CallTrace, Case, GateResult, InputShape, Task
 
 __all__ = ["GENERIC_GATES", "CallTrace", "Case", "GateResult", "InputShape", "SizeInfo", "Task", "TaskInfo",
-           "check_task_metadata",
+           "MAX_NAME_LENGTH", "check_task_metadata",
            "builtin_tasks", "describe_tasks", "load_task"]
 
 
@@ -52,17 +52,29 @@ def load_task(spec: str, **kwargs: Any) -> Task:
     return task
 
 
+#: The longest task, size or case name (in characters): names are table cells and receipt keys.
+MAX_NAME_LENGTH = 200
+
+
+def _name_problem(value: object) -> str | None:
+    if not isinstance(value, str) or not value:
+        return f"must be a non-empty string, got {value!r:.60}"
+    if len(value) > MAX_NAME_LENGTH:
+        return f"must be at most {MAX_NAME_LENGTH} characters, got {len(value):,} ({value[:40]!r}...)"
+    return None
+
+
 def check_task_metadata(task: Task, cases: list[Case], spec: str) -> None:
-    """A task's name and size and its case names are non-empty strings, case names unique and
-    requests bytes: what a receipt records and what ``show`` and ``diff`` read back."""
+    """A task's name and size and its case names are non-empty strings of at most
+    :data:`MAX_NAME_LENGTH` characters, case names unique and requests bytes: what a receipt
+    records and what ``show`` and ``diff`` read back."""
     for what, value in (("task name", task.name), ("task size", task.size)):
-        if not isinstance(value, str) or not value:
-            raise UsageError(f"--task {spec}: the {what} must be a non-empty string, got {value!r:.60}")
+        if (problem := _name_problem(value)) is not None:
+            raise UsageError(f"--task {spec}: the {what} {problem}")
     seen: set[str] = set()
     for i, case in enumerate(cases):
-        if not isinstance(case.name, str) or not case.name:
-            raise UsageError(f"--task {spec}: case {i}: the case name must be a non-empty string, "
-                             f"got {case.name!r:.60}")
+        if (problem := _name_problem(case.name)) is not None:
+            raise UsageError(f"--task {spec}: case {i}: the case name {problem}")
         if case.name in seen:
             raise UsageError(f"--task {spec}: cases() names case {case.name!r:.60} twice (case names "
                              "identify results and references: they must be unique)")

@@ -458,3 +458,24 @@ def test_tasks_contains_task_code_that_leaves(tmp_path: Path, monkeypatch: pytes
 def test_tasks_validates_metadata_as_run_does(factory: str, said: str) -> None:
     line = one_line_exit_2(["tasks", "--task", f"tests.evil_tasks:{factory}", "--format", "json"])
     assert said in line
+
+
+def test_names_longer_than_the_bound_are_refused_at_load(tmp_path: Path) -> None:
+    from benchbox.tasks import MAX_NAME_LENGTH, check_task_metadata
+    from tests.evil_tasks import long_name
+
+    assert MAX_NAME_LENGTH == 200  # the number README states
+    out = tmp_path / "r.json"
+    line = one_line_exit_2(["run", "--task", "tests.evil_tasks:long_name", "--runner", "torch-eager",
+                            "--samples", "3", "--warmup", "1", "--out", str(out)])
+    assert "200 characters" in line and len(line) < 400, line  # the name itself is not repeated
+    assert not out.exists()
+    assert "200 characters" in one_line_exit_2(["tasks", "--task", "tests.evil_tasks:long_name"])
+    for length, refused in ((MAX_NAME_LENGTH, False), (MAX_NAME_LENGTH + 1, True)):
+        task = long_name(options={"length": length})
+        try:
+            check_task_metadata(task, task.cases(), "long")
+        except UsageError:
+            assert refused, length
+        else:
+            assert not refused, length
