@@ -173,3 +173,19 @@ def test_table_export_has_environment_and_round_columns(rounds_receipt: Path, tm
     assert set(df["cpu_count"].to_list()) == {receipt["environment"]["cpu_count"]}
     first = df.filter(pl.col("case") == receipt["results"][0]["case"])
     assert first.group_by("round").len().sort("round")["len"].to_list() == [100, 50]
+
+
+def test_table_export_of_environment_facts_that_are_not_strings(tmp_path: Path) -> None:
+    """An edited receipt may give a number where a string is expected (a hostname of 1e308): the
+    string columns show it as text instead of failing to build."""
+    from tests.support import GOLDEN
+
+    doc = json.loads(GOLDEN.read_text())
+    doc["environment"].update(hostname=1e308, python=3, torch=True)
+    src = tmp_path / "numbers.json"
+    src.write_text(json.dumps(doc))
+    out = tmp_path / "numbers.csv"
+    _export(src, "csv", out)
+    header, first = out.read_text().splitlines()[:2]
+    row = dict(zip(header.split(","), first.split(",")))
+    assert (row["hostname"], row["python"], row["torch"]) == ("1e+308", "3", "True")
