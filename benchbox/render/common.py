@@ -38,9 +38,11 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\
 _JSON_CONTROL = re.compile("[\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _BREAKS = re.compile("\r\n|[\r\n\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 #: ASCII punctuation that means something to CommonMark/GFM (code, emphasis, links, images,
-#: headings, tables, strikethrough): each is backslash-escaped; ``_`` only where it could open
-#: or close emphasis (an ``_`` between letters or digits never does, so ``model_io_wall`` stays).
-_MD_PUNCT = re.compile(r"([\\`*\[\]()#|~!{}]|(?<![^\W_])_|_(?![^\W_]))")
+#: headings, tables, strikethrough, GitHub's ``$…$`` math): each is backslash-escaped; ``_``
+#: only where it could open or close emphasis (an ``_`` between letters or digits never does,
+#: so ``model_io_wall`` stays); the ``:`` of ``://`` and the ``.`` of ``www.``, so no bare URL
+#: becomes a link (GFM autolinks).
+_MD_PUNCT = re.compile(r"([\\`*\[\]()#|~!{}$]|:(?=//)|(?<=[wW]{3})\.|(?<![^\W_])_|_(?![^\W_]))")
 _HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}
 
 
@@ -75,8 +77,9 @@ def json_text(value: Any, indent: int = 2) -> str:
 def md(text: Any) -> str:
     """Text from a receipt for markdown (a table cell, a heading, a quote): on one line, with
     HTML (``<``, ``>``, ``&``: comments, tags, entities) as entities, every markdown
-    punctuation that could open code, emphasis, a link, a heading or a table cell
-    backslash-escaped, and the remaining control characters shown as escapes."""
+    punctuation that could open code, emphasis, a link, a heading, a table cell or math
+    backslash-escaped, bare URLs broken (``https\\://``, ``www\\.``) so none is autolinked,
+    and the remaining control characters shown as escapes."""
     s = terminal(_BREAKS.sub(" ", str(text)))
     s = _MD_PUNCT.sub(r"\\\1", s)
     return "".join(_HTML.get(ch, ch) for ch in s)
