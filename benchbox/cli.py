@@ -581,7 +581,7 @@ def combine(receipts: tuple[Path, ...], output: Path) -> None:
     if output.exists():
         raise UsageError(f"{output} exists: choose another --output")
     joined = join([load_receipt(r) for r in receipts], [str(r) for r in receipts])
-    write_receipt(output, joined)
+    write_receipt(output, joined, exclusive=True, readable=True)
     _echo(f"wrote {output}: {len(receipts)} runs as rounds of {len(joined.results)} rows")
 
 
@@ -633,7 +633,10 @@ def diff(base: Path, head: Path, threshold: str, metric: str, accept: tuple[str,
         raise
     shown = {"table": render.diff_table, "markdown": render.diff_markdown, "json": render.diff_json}[fmt]
     people = _diff_in_flags(result)  # for tools (json) the library's wording
-    _echo(shown(result if fmt == "json" else people))
+    if fmt == "json":
+        click.echo(shown(result))  # JSON is escaped already (controls as \uXXXX): it always parses
+    else:
+        _echo(shown(people))
     render.write_step_summary(render.diff_markdown(people))
     sys.exit(result.exit_code)
 

@@ -2,7 +2,8 @@
 
 ``evil``: task and case names carrying terminal escape sequences; ``int_case``: a case whose
 name is not a string; ``dup_cases``: two cases with one name; ``int_name``: a task name that
-is not a string. Used as ``task="tests.evil_tasks:evil"`` and so on.
+is not a string; ``long_name``: a case name of 5 million characters. Used as
+``task="tests.evil_tasks:evil"`` and so on.
 """
 
 from __future__ import annotations
@@ -77,3 +78,16 @@ class ManyCaseTask(_Sleepless):
 
 def many(**kw: Any) -> ManyCaseTask:
     return ManyCaseTask(**kw)
+
+
+@dataclass
+class LongNameTask(_Sleepless):
+    """A case name of ``length`` characters (task option, default 5,000,000: a 10 MB receipt)."""
+
+    def cases(self) -> list[Case]:
+        name = "c" * int(self.options.get("length", 5_000_000))
+        return [Case(name, b'{"case": "c", "x": [1, 2, 3, 4]}')]
+
+
+def long_name(**kw: Any) -> LongNameTask:
+    return LongNameTask(**kw)

@@ -388,7 +388,8 @@ def test_arbitrary_contract_tables_give_usage_errors_only(d: Any) -> None:
 HOSTILE = ["|", "\n", "\r", "\r\n", "<!--", "-->", "<script>", "&amp;", "&", "`", "```", "[x](https://e.x)",
            "![i](u)", "*", "**", "_", "#", "\n# h", "~~", "\\", "> q", "- ", "1. ", "\x1b]52;c;aGk=\x07",
            "\x1b[2J", "\x1b[31m", "\x9b2J", "\x9d0;t\x9c", "\x07", "\x00", "\x7f", "\t", "\x0b", "\x85",
-           "\u2028", "\u202e", "\u2066", "$x$", "$\\foo$", "$a^$", "{", "}", "@user", "é", "名", "a", "b"]
+           "\u2028", "\u202e", "\u2066", "$x$", "$\\foo$", "$a^$", "$$", "{", "}", "@user", "é", "名", "a",
+           "b", "https://e.x", "http:", "//", "www.", "WWW", "."]
 CORPUS_EXAMPLES = max(50, EXAMPLES // 20)
 #: terminal output may carry newlines between lines, nothing else below U+0020 or in C1
 TERMINAL_CONTROL = re.compile("[\\x00-\\x09\\x0b-\\x1f\\x7f-\\x9f\\u2028\\u2029"
@@ -421,7 +422,8 @@ def _hostile_pair(rng: random.Random) -> tuple[dict[str, Any], dict[str, Any]]:
 def test_fuzz_markdown_and_terminal_output_of_hostile_names() -> None:
     from benchbox.receipts.diff import diff_receipts
     from benchbox.receipts.model import decode_receipt
-    from benchbox.render import diff_markdown, diff_table, side_by_side
+    from benchbox.render import diff_json, diff_markdown, diff_table, side_by_side
+    from benchbox.render.data import dumps, receipt_summary
 
     rng = random.Random(SEED + 2)
     for i in range(CORPUS_EXAMPLES):
@@ -436,6 +438,7 @@ def test_fuzz_markdown_and_terminal_output_of_hostile_names() -> None:
         md = diff_markdown(d)
         lines = md.split("\n")
         assert "<" not in md.replace("<br>", "") and "\r" not in md, (i, md)
+        assert not re.search(r"(?<!\\)(://|\$)|(?i:www)[.]", md), (i, md)  # no autolink, no math
         assert [ln for ln in lines if ln.startswith("#")] == [lines[0]], (i, md)
         table = [ln for ln in lines if ln.startswith("|")]
         assert len(table) == 2 + len(d.rows), (i, md)
@@ -443,6 +446,9 @@ def test_fuzz_markdown_and_terminal_output_of_hostile_names() -> None:
         plain = [results_table(base), diff_table(d), side_by_side([base, head], ["a", "b"])]
         for text in plain:
             assert not TERMINAL_CONTROL.search(text), (i, text)
+        for doc, text in ((d.to_dict(), diff_json(d)), (receipt_summary(base), dumps(receipt_summary(base)))):
+            assert not TERMINAL_CONTROL.search(text.replace("\n", "")), (i, text)
+            assert json.loads(text) == json.loads(json.dumps(doc)), i  # escaped, not altered
         if i % 10 == 0:
             _export(base)
             _plot(head, base, i // 10)

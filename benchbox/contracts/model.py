@@ -375,7 +375,8 @@ def _policy_from_dict(data: dict[str, Any], clock: str, stages: list[str], where
 #: Shape limits a TOML document must keep before it is parsed (``tomllib`` spends time and
 #: memory quadratic in a dotted key's parts, and recurses on nesting): arrays and inline
 #: tables nested at most this deep, a dotted key of at most this many parts, at most this
-#: many ``key = value`` pairs and this many array elements.
+#: many keys (``key = value`` pairs and ``[table]`` or ``[[array of tables]]`` headers, whose
+#: dotted parts are bounded as a key's) and this many array elements.
 MAX_TOML_NESTING = 16
 MAX_TOML_KEY_PARTS = 16
 MAX_TOML_KEYS = 1_000
@@ -396,8 +397,15 @@ def check_toml_shape(text: str, where: str) -> None:
     that skips strings and comments; what passes is left to the parser to judge."""
     depth = keys = values = parts = 0
     at = 0
+    line_start = True  # no token yet on this line: a ``[`` here at depth 0 opens a table header
     while (m := _TOML_TOKEN.search(text, at)) is not None:
         tok, at = m.group(), m.end()
+        header = tok == "[" and depth == 0 and line_start
+        line_start = tok == "\n"
+        if header:
+            keys += 1
+            if keys > MAX_TOML_KEYS:
+                raise _toml_limit("keys", MAX_TOML_KEYS, where)
         if tok in _TOML_STRING_END:
             end = _TOML_STRING_END[tok].match(text, at)
             if end is None:

@@ -155,6 +155,9 @@ def to_frame(receipt: Receipt) -> Any:
     schema = {k: (pl.Int64 if k.endswith("_ns") or k in ints else pl.Utf8) for k in cols}
     cols["cpu_count"] = [v if isinstance(v, int) and not isinstance(v, bool) else None
                          for v in cols["cpu_count"]]
+    for k in ENV_COLUMNS:  # a receipt may give a number where text is expected: shown as text
+        if schema[k] == pl.Utf8:
+            cols[k] = [v if v is None or isinstance(v, str) else str(v) for v in cols[k]]
     return pl.DataFrame(cols, schema=schema)
 
 

@@ -26,9 +26,11 @@ from benchbox.receipts.typed import plain
 MAX_RECEIPT_BYTES = 256 * 1024**2
 #: Deepest nesting of arrays and objects a receipt may have (real ones stay under 10).
 MAX_DEPTH = 64
-#: Before parsing, a receipt may hold at most this many ``[``, ``{`` and ``:`` (each becomes a
-#: Python list, dict or key; counted in strings too, so the count is an upper bound), plus
-#: one per ``BYTES_PER_ITEM`` bytes: parsing then takes memory in proportion to the file.
+#: Before parsing, a receipt may hold at most this many ``[``, ``{``, ``:`` and pairs of ``"``
+#: (each becomes a Python list, dict, key or string; counted inside strings too, so the count
+#: is an upper bound), plus one per ``BYTES_PER_ITEM`` bytes. Numbers are not counted (a
+#: sample is one): the costliest, such as ``1.5,``, take about 10x their bytes as Python
+#: objects, so parsing takes memory in proportion to the file.
 MAX_ITEMS = 500_000
 BYTES_PER_ITEM = 64
 #: The run's bound on its receipt (see :func:`check_receipt_budget`): the widest a number can
@@ -133,16 +135,21 @@ def _publish(tmp: str, path: Path, exclusive: bool) -> None:
     os.unlink(tmp)
 
 
-def write_receipt(path: Path, receipt: Receipt | dict[str, Any], *, exclusive: bool = False) -> None:
+def write_receipt(path: Path, receipt: Receipt | dict[str, Any], *, exclusive: bool = False,
+                  readable: bool = False) -> None:
     """Write atomically: a temporary file in the same folder, fsync, rename, fsync the folder.
 
     A reader (or a crash at any instant) sees either the previous receipt or the
     new one, never a mixture. ``exclusive``: only where nothing is yet (a run's first
-    write), never replacing anything. An unwritable path raises ReceiptWriteError (a
-    UsageError).
+    write), never replacing anything. ``readable``: refuse (UsageError, nothing written) a
+    receipt over the read limit, which no command could load. An unwritable path raises
+    ReceiptWriteError (a UsageError).
     """
     path = Path(path)
     blob = encode_receipt(receipt)
+    if readable and len(blob) > MAX_RECEIPT_BYTES:
+        raise UsageError(f"{path}: the receipt would take {len(blob):,} bytes, over the read limit of "
+                         f"{MAX_RECEIPT_BYTES:,} bytes (no command could load it); nothing was written")
     tmp: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -185,13 +192,15 @@ def _check_tree(data: Any, where: str) -> None:
 
 
 def _check_items(text: str | bytes, where: str) -> None:
-    """Refuse, before parsing, a document with more containers and keys than its size allows."""
+    """Refuse, before parsing, a document with more containers, keys and strings than its size
+    allows."""
     marks = (b"[", b"{", b":") if isinstance(text, bytes) else ("[", "{", ":")
-    items = sum(text.count(m) for m in marks)  # type: ignore[arg-type]
+    quote = b'"' if isinstance(text, bytes) else '"'
+    items = sum(text.count(m) for m in marks) + text.count(quote) // 2  # type: ignore[arg-type]
     limit = MAX_ITEMS + len(text) // BYTES_PER_ITEM
     if items > limit:
-        raise UsageError(f"{where}: not a receipt: {items} arrays, objects and keys, over the limit of "
-                         f"{limit} for its size")
+        raise UsageError(f"{where}: not a receipt: {items} arrays, objects, keys and strings, over the "
+                         f"limit of {limit} for its size")
 
 
 def migrate(data: dict[str, Any], where: str) -> dict[str, Any]:

@@ -38,7 +38,7 @@ Fail = Callable[[str], None]
 assert tuple(StageName.__args__) == TIMELINE  # type: ignore[attr-defined]
 
 #: Rules the decoder enforces that a JSON Schema cannot state (the start of their messages).
-BEYOND_SCHEMA = ("round_sizes add up to", "hash ", "first is", "last is")
+BEYOND_SCHEMA = ("round_sizes add up to", "hash ", "first is", "last is", "arrival ")
 
 STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]
 
@@ -106,6 +106,18 @@ class ContractRecord(_Base):
         if actual != self.hash:
             fail(f"hash {self.hash[:12]} is not the hash of the declared contract ({actual[:12]}): "
                  "the declaration was edited after the run")
+        declared = self.policy.get("arrival", {"kind": "back_to_back"})
+        recorded = self.arrival.to_json() if self.arrival is not None else {"kind": "back_to_back"}
+        recorded.pop("set_at_run", None)
+        if recorded != declared:  # the hash covers policy.arrival, so this one must say the same
+            fail(f"arrival {_arrival_text(recorded)} does not match policy.arrival "
+                 f"{_arrival_text(declared)}: the declaration was edited after the run")
+
+
+def _arrival_text(arrival: Any) -> str:
+    if not isinstance(arrival, Mapping):
+        return repr(arrival)[:80]
+    return "(" + ", ".join(f"{k} {v!r:.40}" for k, v in sorted(arrival.items())) + ")"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -33,11 +34,15 @@ def contract_label(r: Receipt) -> str:
 #: bidirectional marks, embeddings, overrides and isolates.
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 #: Line breaks (for markdown: one space each, so a value stays on its line).
+#: :data:`_CONTROL` but C0, which JSON escapes itself (and whose newlines indent JSON output).
+_JSON_CONTROL = re.compile("[\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _BREAKS = re.compile("\r\n|[\r\n\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 #: ASCII punctuation that means something to CommonMark/GFM (code, emphasis, links, images,
-#: headings, tables, strikethrough): each is backslash-escaped; ``_`` only where it could open
-#: or close emphasis (an ``_`` between letters or digits never does, so ``model_io_wall`` stays).
-_MD_PUNCT = re.compile(r"([\\`*\[\]()#|~!{}]|(?<![^\W_])_|_(?![^\W_]))")
+#: headings, tables, strikethrough, GitHub's ``$…$`` math): each is backslash-escaped; ``_``
+#: only where it could open or close emphasis (an ``_`` between letters or digits never does,
+#: so ``model_io_wall`` stays); the ``:`` of ``://`` and the ``.`` of ``www.``, so no bare URL
+#: becomes a link (GFM autolinks).
+_MD_PUNCT = re.compile(r"([\\`*\[\]()#|~!{}$]|:(?=//)|(?<=[wW]{3})\.|(?<![^\W_])_|_(?![^\W_]))")
 _HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}
 
 
@@ -59,11 +64,22 @@ def terminal_lines(text: str) -> str:
     return "\n".join(terminal(line) for line in str(text).split("\n"))
 
 
+def json_text(value: Any, indent: int = 2) -> str:
+    """``value`` as JSON for tools, safe to print as it is: non-ASCII text stays readable, but
+    every control character (DEL, C1, line separators, bidi controls; C0 is escaped by JSON
+    itself) is written as a ``\\uXXXX`` escape. Such characters only occur inside strings, so
+    the result is the same JSON value and always parses; it is printed as is, never through
+    :func:`terminal`."""
+    text = json.dumps(value, indent=indent, ensure_ascii=False)
+    return _JSON_CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def md(text: Any) -> str:
     """Text from a receipt for markdown (a table cell, a heading, a quote): on one line, with
     HTML (``<``, ``>``, ``&``: comments, tags, entities) as entities, every markdown
-    punctuation that could open code, emphasis, a link, a heading or a table cell
-    backslash-escaped, and the remaining control characters shown as escapes."""
+    punctuation that could open code, emphasis, a link, a heading, a table cell or math
+    backslash-escaped, bare URLs broken (``https\\://``, ``www\\.``) so none is autolinked,
+    and the remaining control characters shown as escapes."""
     s = terminal(_BREAKS.sub(" ", str(text)))
     s = _MD_PUNCT.sub(r"\\\1", s)
     return "".join(_HTML.get(ch, ch) for ch in s)

@@ -6,16 +6,16 @@ integers in nanoseconds.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from benchbox.receipts.model import Receipt
+from benchbox.render.common import json_text
 
 
 def dumps(value: Any) -> str:
-    """Indented JSON, keys in the order built."""
-    return json.dumps(value, indent=2, ensure_ascii=False)
+    """Indented JSON, keys in the order built, control characters escaped (see :func:`json_text`)."""
+    return json_text(value)
 
 
 def receipt_summary(receipt: Receipt, path: str | None = None) -> dict[str, Any]:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import os
 
 from benchbox.receipts.diff import DiffResult, DiffRow
+from benchbox.render.common import json_text
 from benchbox.render.common import md as _md
 from benchbox.render.common import ms as _ms
 from benchbox.render.common import terminal as _t
@@ -161,7 +161,9 @@ def _markdown_row(r: DiffRow) -> str:
 
 
 def diff_json(d: DiffResult) -> str:
-    return json.dumps(d.to_dict(), indent=1, ensure_ascii=False)
+    """The diff for tools: printed as is (never through terminal escaping), control characters
+    escaped as ``\\uXXXX`` so it always parses."""
+    return json_text(d.to_dict(), indent=1)
 
 
 def write_step_summary(text: str) -> None:

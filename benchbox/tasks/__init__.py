@@ -9,11 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchbox.errors import UsageError
+from benchbox.errors import UsageError, error_line
 from benchbox.tasks.base import GENERIC_GATES, CallTrace, Case, GateResult, InputShape, Task
 
 __all__ = ["GENERIC_GATES", "CallTrace", "Case", "GateResult", "InputShape", "SizeInfo", "Task", "TaskInfo",
-           "check_task_metadata",
+           "MAX_NAME_LENGTH", "check_task_metadata",
            "builtin_tasks", "describe_tasks", "load_task"]
 
 
@@ -52,17 +52,29 @@ def load_task(spec: str, **kwargs: Any) -> Task:
     return task
 
 
+#: The longest task, size or case name (in characters): names are table cells and receipt keys.
+MAX_NAME_LENGTH = 200
+
+
+def _name_problem(value: object) -> str | None:
+    if not isinstance(value, str) or not value:
+        return f"must be a non-empty string, got {value!r:.60}"
+    if len(value) > MAX_NAME_LENGTH:
+        return f"must be at most {MAX_NAME_LENGTH} characters, got {len(value):,} ({value[:40]!r}...)"
+    return None
+
+
 def check_task_metadata(task: Task, cases: list[Case], spec: str) -> None:
-    """A task's name and size and its case names are non-empty strings, case names unique and
-    requests bytes: what a receipt records and what ``show`` and ``diff`` read back."""
+    """A task's name and size and its case names are non-empty strings of at most
+    :data:`MAX_NAME_LENGTH` characters, case names unique and requests bytes: what a receipt
+    records and what ``show`` and ``diff`` read back."""
     for what, value in (("task name", task.name), ("task size", task.size)):
-        if not isinstance(value, str) or not value:
-            raise UsageError(f"task={spec}: the {what} must be a non-empty string, got {value!r:.60}")
+        if (problem := _name_problem(value)) is not None:
+            raise UsageError(f"task={spec}: the {what} {problem}")
     seen: set[str] = set()
     for i, case in enumerate(cases):
-        if not isinstance(case.name, str) or not case.name:
-            raise UsageError(f"task={spec}: case {i}: the case name must be a non-empty string, "
-                             f"got {case.name!r:.60}")
+        if (problem := _name_problem(case.name)) is not None:
+            raise UsageError(f"task={spec}: case {i}: the case name {problem}")
         if case.name in seen:
             raise UsageError(f"task={spec}: cases() names case {case.name!r:.60} twice (case names "
                              "identify results and references: they must be unique)")
@@ -97,17 +109,36 @@ def describe_tasks(specs: tuple[str, ...] | list[str] | None = None) -> list[Tas
 
     Counts come from ``Task.parameter_count``: by default from the model the task builds; the
     built-in task counts from each size's shapes, building nothing (and not importing torch).
+    The task's metadata is checked as a run checks it; task code that fails or leaves by
+    ``sys.exit`` or another BaseException (at import, in the factory, building a model) is one
+    line, as at a run's load.
     """
-    out = []
-    for spec in specs or list(builtin_tasks()):
-        task = load_task(spec)
-        sizes = []
-        for size in task.sizes():
-            try:
-                t = task if size == task.size else dataclasses.replace(task, size=size)
-            except (ValueError, TypeError) as e:
-                raise UsageError(f"task {spec}: size {size}: {e}") from None
-            detail = getattr(t, "size_detail", lambda: "")()
-            sizes.append(SizeInfo(size, int(t.parameter_count()), detail))
-        out.append(TaskInfo(task.name, spec, tuple(c.name for c in task.cases()), tuple(sizes)))
-    return out
+    return [_contained(spec) for spec in specs or list(builtin_tasks())]
+
+
+def _contained(spec: str) -> TaskInfo:
+    try:
+        return _describe(spec)
+    except (UsageError, KeyboardInterrupt):
+        raise
+    except BaseException as e:  # noqa: BLE001 - task code may leave in any way, sys.exit included
+        why = (f"SystemExit: sys.exit({e.code!r}) called by task code" if isinstance(e, SystemExit)
+               else error_line(e))
+        raise UsageError(f"task={spec}: loading the task ended in {why}") from None
+
+
+def _describe(spec: str) -> TaskInfo:
+    task = load_task(spec)
+    cases = task.cases()
+    if not isinstance(cases, list) or not cases or not all(isinstance(c, Case) for c in cases):
+        raise UsageError(f"task={spec}: cases() must return a non-empty list of benchbox.tasks.Case")
+    check_task_metadata(task, cases, spec)
+    sizes = []
+    for size in task.sizes():
+        try:
+            t = task if size == task.size else dataclasses.replace(task, size=size)
+        except (ValueError, TypeError) as e:
+            raise UsageError(f"task {spec}: size {size}: {e}") from None
+        detail = getattr(t, "size_detail", lambda: "")()
+        sizes.append(SizeInfo(size, int(t.parameter_count()), detail))
+    return TaskInfo(task.name, spec, tuple(c.name for c in cases), tuple(sizes))

@@ -221,6 +221,9 @@ BOMBS = {
     "nested inline tables": "policy = " + "{a = " * 100 + "1" + "}" * 100 + "\n",
     "many keys": "".join(f"k{i} = 1\n" for i in range(20_000)),
     "many values": "stages = [" + "1," * 200_000 + "]\n",
+    # a table header is a key too: 20,000 headers of 16 parts (768 KB) name 320,000 tables
+    "many table headers": "".join(f"[{'a.' * 14}a.k{i}]\n" for i in range(20_000)),
+    "many array-of-tables headers": "".join(f"[[{'a.' * 14}k{i}]]\n" for i in range(20_000)),
 }
 
 

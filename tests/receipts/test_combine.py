@@ -16,6 +16,7 @@ from benchbox.receipts import load_receipt
 from benchbox.receipts.combine import combine
 from benchbox.receipts.model import ContractRecord
 from benchbox.run import RunConfig, run
+from tests.support import one_line_exit_2
 
 
 @pytest.fixture(scope="module")
@@ -146,3 +147,26 @@ def test_a_side_busy_in_more_of_its_runs_is_unreliable_even_when_both_have_a_bus
     same = diff_receipts(load_receipt(tmp_path / "base.json"), load_receipt(tmp_path / "head2.json"),
                          DiffOptions(accept=frozenset({"noisy", "unsettled"})))
     assert not any("load" in r.reason for r in same.rows)
+
+
+def test_combine_never_replaces_what_is_at_its_output(two_runs: list[Path], tmp_path: Path) -> None:
+    """A dangling symbolic link is not "existing" to a check before writing; the exclusive write
+    refuses it all the same, and leaves the link as it was."""
+    link = tmp_path / "joined.json"
+    link.symlink_to(tmp_path / "nowhere.json")
+    line = one_line_exit_2(["combine", *map(str, two_runs), "-o", str(link)])
+    assert str(link) in line and "exists" in line
+    assert link.is_symlink() and not (tmp_path / "nowhere.json").exists()
+
+
+def test_a_combined_receipt_over_the_read_limit_is_not_written(two_runs: list[Path], tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the read limit lowered (256 MiB of runs cannot be made here) to just above the
+    largest input: the inputs load, their join would not, so it is refused before writing."""
+    from benchbox.receipts import io
+
+    monkeypatch.setattr(io, "MAX_RECEIPT_BYTES", max(p.stat().st_size for p in two_runs) + 1)
+    out = tmp_path / "joined.json"
+    line = one_line_exit_2(["combine", *map(str, two_runs), "-o", str(out)])
+    assert "read limit" in line and "joined.json" in line
+    assert not out.exists() and not list(tmp_path.iterdir())

@@ -221,3 +221,19 @@ def test_a_receipt_edited_to_a_numeric_commit_exports_it_as_text(tmp_path: Path)
     doc["environment"]["git"] = {"commit": 2**64 + 1, "dirty": False}
     frame = to_frame(parse_receipt(json.dumps(doc).encode(), "edited"))
     assert set(frame["commit"].to_list()) == {str(2**64 + 1)}
+
+
+def test_table_export_of_environment_facts_that_are_not_strings(tmp_path: Path) -> None:
+    """An edited receipt may give a number where a string is expected (a hostname of 1e308): the
+    string columns show it as text instead of failing to build."""
+    from tests.support import GOLDEN
+
+    doc = json.loads(GOLDEN.read_text())
+    doc["environment"].update(hostname=1e308, python=3, torch=True)
+    src = tmp_path / "numbers.json"
+    src.write_text(json.dumps(doc))
+    out = tmp_path / "numbers.csv"
+    _export(src, "csv", out)
+    header, first = out.read_text().splitlines()[:2]
+    row = dict(zip(header.split(","), first.split(",")))
+    assert (row["hostname"], row["python"], row["torch"]) == ("1e+308", "3", "True")

@@ -241,9 +241,10 @@ def test_first_and_last_must_match_the_stages(tmp_path: Path) -> None:
 
 # -- resource bombs: a receipt's shape is bounded before it is parsed --------------------------
 
-@pytest.mark.parametrize("item", [b"[],", b"{},", b'{"a":0},'])
+@pytest.mark.parametrize("item", [b"[],", b"{},", b'{"a":0},', b'"ab",', '"\u0100",'.encode()])
 def test_a_receipt_of_many_small_containers_is_refused_before_parsing(item: bytes, tmp_path: Path) -> None:
-    """3 MB of "[]," would cost ~25x its size in Python objects; the pre-scan refuses it."""
+    """3 MB of "[]," would cost ~25x its size in Python objects, of short strings ("ab", or one
+    character past Latin-1) 12 to 18x; the pre-scan refuses them."""
     n = 3_000_000 // len(item)
     blob = b'{"schema_version": 2, "x": [' + item * n + b"[]]}"
     assert len(blob) < io.MAX_RECEIPT_BYTES
@@ -259,3 +260,36 @@ def test_the_receipt_prescan_passes_real_receipts_with_bracket_heavy_strings() -
     doc = _golden()
     doc["environment"]["note"] = "[{:" * 50_000
     io.parse_receipt(json.dumps(doc).encode(), "brackets")
+
+
+def _with_contract(name: str, arrival_edit: dict | None, tmp_path: Path) -> Path:
+    from benchbox.contracts import load_contract
+
+    doc = json.loads(GOLDEN.read_text())
+    doc["contract"] = load_contract(name).to_dict()
+    if arrival_edit is None:
+        doc["contract"].pop("arrival")
+    else:
+        doc["contract"]["arrival"] = {**doc["contract"]["arrival"], **arrival_edit}
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.mark.parametrize("name, edit", [
+    ("public_task_call_50rps", {"rate_per_s": 500.0}),  # the rate that sweep plots go by
+    ("public_task_call_50rps", {"kind": "back_to_back"}),
+    ("public_task_call_wall", {"kind": "gap", "gap_ms": 5.0, "idle": "sleep"}),
+    ("public_task_call_50rps", None),  # absent reads as back to back: not what policy.arrival says
+])
+def test_a_receipt_whose_arrival_disagrees_with_its_policy_is_refused(name: str, edit: dict | None,
+                                                                       tmp_path: Path) -> None:
+    line = one_line_exit_2(["show", str(_with_contract(name, edit, tmp_path))])
+    assert "arrival" in line and "policy.arrival" in line, line
+
+
+def test_a_receipt_whose_arrival_agrees_with_its_policy_loads(tmp_path: Path) -> None:
+    receipt = io.load_receipt(_with_contract("public_task_call_50rps", {"set_at_run": ["rate_per_s"]},
+                                             tmp_path))
+    assert receipt.contract.arrival is not None and receipt.contract.arrival.rate_per_s == 50.0
+    io.load_receipt(_with_contract("public_task_call_wall", None, tmp_path))  # written before arrivals

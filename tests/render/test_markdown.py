@@ -75,12 +75,16 @@ def test_refusal_markdown_escapes_the_reason() -> None:
 
 
 @pytest.mark.parametrize("raw", ["a|b", "a\nb", "a\rb", "<!--", "<script>", "&lt;", "`x`", "[a](b)",
-                                 "![i](u)", "*a*", "_a_", "a_ b", "# h", "~~s~~", "a\u2028b", "\x1b[2Jx"])
+                                 "![i](u)", "*a*", "_a_", "a_ b", "# h", "~~s~~", "a\u2028b", "\x1b[2Jx",
+                                 # GitHub autolinks bare URLs and renders $…$ and $$…$$ as math
+                                 "see https://evil.example/x", "HTTP://E.X", "ftp://e.x", "www.evil.example",
+                                 "WWW.E.X", "$x$", "$$\\frac{a}{b}$$", "$`x`$", "a $ b"])
 def test_md_leaves_no_markup(raw: str) -> None:
     out = md(raw)
     assert "\n" not in out and "\r" not in out and "\u2028" not in out and "\x1b" not in out
     assert "<" not in out and ">" not in out
+    assert not re.search(r"(?<!\\)://|(?i:www)[.]", out), out  # no autolink: "\\://", "www\\."
     # every markdown punctuation is escaped: removing escapes gives no special character left bare
     bare = re.sub(r"\\.", "", out)
-    assert not re.search(r"[|`*\[\]()#~!]|(?<![^\W_])_|_(?![^\W_])", bare), out
+    assert not re.search(r"[|`*\[\]()#~!$]|(?<![^\W_])_|_(?![^\W_])", bare), out
     assert not re.search(r"&(?!amp;|lt;|gt;|quot;)", out), out

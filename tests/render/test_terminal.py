@@ -81,3 +81,34 @@ def test_terminal_escapes_every_control_character() -> None:
     out = terminal("a" + raw + "b")
     assert out.startswith("a") and out.endswith("b")
     assert re.fullmatch(r"a(\\x[0-9a-f]{2}|\\u[0-9a-f]{4})+b", out), out
+
+
+#: raw characters JSON output must never carry: C0, DEL, C1, line separators, bidi controls
+RAW_IN_JSON = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+BIDI = "\u202e\u2066"
+
+
+def _parsed_json(*args: str, codes: tuple[int, ...] = (0,)) -> object:
+    code, out, err = _invoke(*args)
+    assert code in codes, (args, out, err)
+    assert not RAW_IN_JSON.search(out), (args, out)
+    return json.loads(out)  # parses: no terminal escaping (``\x9b``) was applied to it
+
+
+def test_json_output_escapes_controls_and_always_parses(tmp_path: Path) -> None:
+    marker = ESCAPES + BIDI
+    a = _evil_receipt(tmp_path, "a.json", marker=marker)
+    b = _evil_receipt(tmp_path, "b.json", slower=2.0, marker=marker)
+    shown = _parsed_json("show", str(a), "--format", "json")
+    assert shown["task"]["name"] == "decision" + marker  # the value survives, escaped as \uXXXX
+    assert len(_parsed_json("show", str(a), str(b), "--format", "json")) == 2
+    diffed = _parsed_json("diff", str(a), str(b), "--format", "json", codes=(0, 1, 3))
+    assert any(row["case"].endswith(marker) for row in diffed["rows"])
+    toml = tmp_path / "c.toml"
+    toml.write_text(f'name = "c"\nversion = 1\ndescription = {json.dumps("d" + marker)}\n'
+                    'stages = ["compute"]\nclock = "host"\n')
+    assert _parsed_json("contracts", str(toml), "--format", "json")["description"] == "d" + marker
+    assert _parsed_json("contracts", "--format", "json")
+    tasks = _parsed_json("tasks", "--task", "tests.evil_tasks:evil", "--format", "json")
+    assert tasks[0]["cases"] == ["alpha" + ESCAPES]
+    assert _parsed_json("runners", "--device", "cuda" + marker, "--format", "json")

@@ -25,7 +25,7 @@ from benchbox.tasks.decision import media
 from benchbox.tasks.decision.model import SIZES, build, count_parameters
 from benchbox.tasks.decision.task import CASE_NAMES, GATES, DecisionTask
 from benchbox.tasks.decision.weights import load_safetensors, save_safetensors
-from tests.support import REPO
+from tests.support import REPO, one_line_exit_2
 
 FIXTURES = REPO / "benchbox" / "tasks" / "decision" / "fixtures"
 
@@ -443,3 +443,50 @@ def test_the_decision_task_reads_its_own_gates_and_a_users_task_the_looser_gener
         assert make_task(dtype=dtype).default_gates() == GENERIC_GATES[dtype]
         assert set(GENERIC_GATES[dtype]) == set(gates)
         assert all(GENERIC_GATES[dtype][g] >= v for g, v in gates.items()), dtype
+
+
+_BUILD_EXITS = ("import sys\nfrom tests.diff_tasks import SleepTask\n\n"
+                "class Exits(SleepTask):\n    def build_model(self):\n        sys.exit(0)\n\n"
+                "def factory(**kw):\n    return Exits(**kw)\n")
+
+
+@pytest.mark.parametrize("body, said", [
+    ("import sys\nsys.exit(0)\n", "sys.exit(0)"),  # was a silent exit 0
+    ("class Boom(BaseException):\n    pass\n\nraise Boom('at import')\n", "Boom: at import"),  # a traceback
+    (_BUILD_EXITS, "sys.exit(0)"),  # in build_model, while counting parameters
+])
+def test_tasks_contains_task_code_that_leaves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str,
+                                              said: str) -> None:
+    name = f"lists_and_leaves_{abs(hash(body))}"
+    (tmp_path / f"{name}.py").write_text(body)
+    monkeypatch.chdir(tmp_path)
+    line = one_line_exit_2(["tasks", "--task", f"{name}:factory"])
+    assert said in line and f"{name}:factory" in line
+
+
+@pytest.mark.parametrize("factory, said", [("int_case", "case name must be a non-empty string"),
+                                           ("dup_cases", "twice"), ("int_name", "task name")])
+def test_tasks_validates_metadata_as_run_does(factory: str, said: str) -> None:
+    line = one_line_exit_2(["tasks", "--task", f"tests.evil_tasks:{factory}", "--format", "json"])
+    assert said in line
+
+
+def test_names_longer_than_the_bound_are_refused_at_load(tmp_path: Path) -> None:
+    from benchbox.tasks import MAX_NAME_LENGTH, check_task_metadata
+    from tests.evil_tasks import long_name
+
+    assert MAX_NAME_LENGTH == 200  # the number README states
+    out = tmp_path / "r.json"
+    line = one_line_exit_2(["run", "--task", "tests.evil_tasks:long_name", "--runner", "torch-eager",
+                            "--samples", "3", "--warmup", "1", "--out", str(out)])
+    assert "200 characters" in line and len(line) < 400, line  # the name itself is not repeated
+    assert not out.exists()
+    assert "200 characters" in one_line_exit_2(["tasks", "--task", "tests.evil_tasks:long_name"])
+    for length, refused in ((MAX_NAME_LENGTH, False), (MAX_NAME_LENGTH + 1, True)):
+        task = long_name(options={"length": length})
+        try:
+            check_task_metadata(task, task.cases(), "long")
+        except UsageError:
+            assert refused, length
+        else:
+            assert not refused, length
