@@ -117,6 +117,49 @@ def dynamic_axes(input_shapes: dict[str, Any] | None, input_names: tuple[str, ..
     return out
 
 
+def _export_kwargs(input_names: tuple[str, ...], output_names: tuple[str, ...], opset: int | None,
+                   dynamo: bool, dyn: dict[str, list[int]]) -> dict[str, Any]:
+    """The keywords of ``torch.onnx.export``: names, opset and the dynamic dimensions."""
+    import torch
+
+    kwargs: dict[str, Any] = {"input_names": list(input_names), "output_names": list(output_names),
+                              "verbose": False,
+                              "dynamo": dynamo}
+    if opset is not None:
+        kwargs["opset_version"] = opset
+    if dyn:
+        if not dynamo:
+            raise UsageError("dynamic input shapes need the dynamo exporter")
+        kwargs["dynamic_shapes"] = tuple({a: torch.export.Dim.DYNAMIC for a in dyn[n]} if n in dyn else None
+                                         for n in input_names)
+    return kwargs
+
+
+def _run_exporter(model: Any, args: tuple[Any, ...], dynamo: bool,
+                  kwargs: dict[str, Any]) -> tuple[Any, bytes, list[str], list[str]]:
+    """Run the exporter: its program (dynamo), the ONNX bytes, and the warnings and log lines
+    (``torch.onnx``, ``torch.export``, ``onnxscript``) it emitted."""
+    import torch
+
+    handler = _Records()
+    loggers = [logging.getLogger(n) for n in ("torch.onnx", "torch.export", "onnxscript")]
+    for lg in loggers:
+        lg.addHandler(handler)
+    buf = io.BytesIO()
+    try:
+        with warnings.catch_warnings(record=True) as caught, torch.inference_mode(False), \
+                torch.no_grad():
+            warnings.simplefilter("always")
+            program = torch.onnx.export(model, args, None if dynamo else buf, **kwargs)
+            if dynamo:
+                program.save(buf)
+    finally:
+        for lg in loggers:
+            lg.removeHandler(handler)
+    lines = [f"{w.category.__name__}: {w.message}"[:500] for w in caught]
+    return program, buf.getvalue(), lines, handler.lines
+
+
 def export_onnx(task: Any, example: tuple[np.ndarray, ...] | None = None, *, model: Any = None,
                 opset: int | None = None, dynamo: bool = True,
                 input_shapes: dict[str, Any] | None = None) -> OnnxExport:
@@ -143,33 +186,9 @@ def export_onnx(task: Any, example: tuple[np.ndarray, ...] | None = None, *, mod
     if len(input_names) != len(args):
         raise ValueError(f"task {task.name}: {len(input_names)} input names but preprocess "
                          f"returned {len(args)} arrays")
-    kwargs: dict[str, Any] = {"input_names": list(input_names), "output_names": list(output_names),
-                              "verbose": False,
-                              "dynamo": dynamo}
-    if opset is not None:
-        kwargs["opset_version"] = opset
     dyn = dynamic_axes(input_shapes, input_names)
-    if dyn:
-        if not dynamo:
-            raise UsageError("dynamic input shapes need the dynamo exporter")
-        kwargs["dynamic_shapes"] = tuple({a: torch.export.Dim.DYNAMIC for a in dyn[n]} if n in dyn else None
-                                         for n in input_names)
-    handler = _Records()
-    loggers = [logging.getLogger(n) for n in ("torch.onnx", "torch.export", "onnxscript")]
-    for lg in loggers:
-        lg.addHandler(handler)
-    buf = io.BytesIO()
-    try:
-        with warnings.catch_warnings(record=True) as caught, torch.inference_mode(False), \
-                torch.no_grad():
-            warnings.simplefilter("always")
-            program = torch.onnx.export(model, args, None if dynamo else buf, **kwargs)
-            if dynamo:
-                program.save(buf)
-    finally:
-        for lg in loggers:
-            lg.removeHandler(handler)
-    data = buf.getvalue()
+    kwargs = _export_kwargs(input_names, output_names, opset, dynamo, dyn)
+    program, data, caught, log_lines = _run_exporter(model, args, dynamo, kwargs)
     facts: dict[str, Any] = {
         "exporter": "dynamo" if dynamo else "torchscript",
         "torch_version": torch.__version__,
@@ -180,8 +199,8 @@ def export_onnx(task: Any, example: tuple[np.ndarray, ...] | None = None, *, mod
         "example_shapes": [list(a.shape) for a in example],
         "example_dtypes": [str(a.dtype) for a in example],
         "dynamic_axes": dyn,
-        "warnings": [f"{w.category.__name__}: {w.message}"[:500] for w in caught],
-        "log_warnings": handler.lines,
+        "warnings": caught,
+        "log_warnings": log_lines,
     }
     if dynamo:
         facts["decomposed_aten_ops"] = _aten_ops(program)

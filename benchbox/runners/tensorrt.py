@@ -709,6 +709,32 @@ class TensorRTRunner(TorchRunner):
         """
         if self.flavour is None:
             raise TensorRTBuildError(self.choice.missing_reason())
+        trt = self._begin_build(task, example)
+        ccs, cc_why = self._rtx_targets(trt) if self.flavour == "tensorrt_rtx" else (None, None)
+        root = self._cache_root()
+        exported = self._export(task, example, phases, exported, model, root)
+        log = self._log = _collecting_logger(trt)
+        builder, network = self._parse(trt, log, exported, phases)
+        net = network_report(network)
+        self._network_layers = net["layers"]
+        self.facts["network"] = {k: net[k] for k in ("num_layers", "layer_types", "precisions",
+                                                     "plugin_layers", "io_tensors")}
+        engine, listing = self._build_or_load(trt, builder, network, exported, ccs, cc_why, root, phases)
+        layers = listing["layers"] if listing else None
+        if layers:
+            self._set_engine_layers(layers, "builder_log")
+            report = {"source": "builder_log", **tr.summarize_layers(layers),
+                      "io_tensors": listing["io_tensors"] or net["io_tensors"]}
+        else:
+            self._set_engine_layers(None, None)
+            report = dict(net)
+        self.facts["engine_report"] = {**report, "engine_bytes": len(engine),
+                                       "engine_sha256": hashlib.sha256(engine).hexdigest()}
+        self.facts["builder_log"] = log.messages
+        return engine
+
+    def _begin_build(self, task: Any, example: tuple[np.ndarray, ...]) -> ModuleType:
+        """Load the flavour's module; record the flavour, the input shapes and the CUDA graph plan."""
         trt = self._trt = load_module(self.flavour)
         self._model_dtype = str(task.dtype)
         self.facts.update({"flavour": self.flavour, "flavour_requested": self.options["flavour"],
@@ -718,17 +744,23 @@ class TensorRTRunner(TorchRunner):
         dynamic = any(s.dynamic_axes for s in shapes.values())
         self._plan = self.graph_plan(dynamic)
         self.facts["cuda_graphs"] = {**self._plan.to_dict(), "used": None, "warnings": []}
-        ccs, cc_why = self._rtx_targets(trt) if self.flavour == "tensorrt_rtx" else (None, None)
-        root = self._cache_root()
+        return trt
+
+    def _export(self, task: Any, example: tuple[np.ndarray, ...], phases: Phases,
+                exported: OnnxExport | None, model: Any, root: Path) -> OnnxExport:
+        """``exported``, or the model's export from the export cache or made now; facts recorded."""
         if exported is None:
             exported, export_cache = load_or_export(
                 task, example, model=model if model is not None else task.build_model(),
                 opset=self.options["opset"], cache_dir=root / "onnx" if self.options["cache"] else None,
-                phases=phases, input_shapes=shapes)
+                phases=phases, input_shapes=self._shapes)
             self.facts["export_cache"] = export_cache
         self.facts["onnx"] = exported.facts
+        return exported
 
-        log = self._log = _collecting_logger(trt)
+    def _parse(self, trt: ModuleType, log: Any, exported: OnnxExport, phases: Phases) -> tuple[Any, Any]:
+        """(builder, network) parsed from the ONNX model; parser errors recorded, and raised as a
+        TensorRTBuildError (with the nodes TensorRT does not support) when the parse failed."""
         with phases("parse"):
             builder = trt.Builder(log)
             flag = getattr(trt.NetworkDefinitionCreationFlag, _STRONGLY_TYPED)
@@ -755,17 +787,19 @@ class TensorRTRunner(TorchRunner):
             first = errors[0] if errors else {"op": "?", "node_name": "?", "description": "unknown"}
             raise TensorRTBuildError(f"the ONNX parser failed on {len(errors)} node(s); first: "
                                      f"{first['op']} node {first['node_name']!r}: {first['description']}")
-        net = network_report(network)
-        self._network_layers = net["layers"]
-        self.facts["network"] = {k: net[k] for k in ("num_layers", "layer_types", "precisions",
-                                                     "plugin_layers", "io_tensors")}
+        return builder, network
 
+    def _build_or_load(self, trt: ModuleType, builder: Any, network: Any, exported: OnnxExport,
+                       ccs: list[str] | None, cc_why: str | None, root: Path,
+                       phases: Phases) -> tuple[bytes, dict[str, Any] | None]:
+        """The engine from the engine cache or built now, and the builder's layer listing (None
+        when it has none); ``facts["build"]`` recorded."""
         config = builder.create_builder_config()
         build_options, builder_facts = configure_builder(
             trt, builder, network, config, flavour=self.flavour, capabilities=ccs,
             tf32=self.options["tf32"], optimization_level=self.options["builder_optimization_level"],
             require_user_allocation=self.flavour == "tensorrt_rtx" and self._plan.mode == "stream_capture",
-            input_shapes=shapes)
+            input_shapes=self._shapes)
         device = self._key_device(ccs)
         code_version = build_code_version()
         key = self._engine_key = engine_cache_key(
@@ -793,18 +827,7 @@ class TensorRTRunner(TorchRunner):
             "device": device, "code_version": code_version,
             "cache": {"enabled": bool(self.options["cache"]), "hit": hit, "key": key, "path": str(path),
                       **({"rebuilt": cache_note} if cache_note else {})}}
-        layers = listing["layers"] if listing else None
-        if layers:
-            self._set_engine_layers(layers, "builder_log")
-            report = {"source": "builder_log", **tr.summarize_layers(layers),
-                      "io_tensors": listing["io_tensors"] or net["io_tensors"]}
-        else:
-            self._set_engine_layers(None, None)
-            report = dict(net)
-        self.facts["engine_report"] = {**report, "engine_bytes": len(engine),
-                                       "engine_sha256": hashlib.sha256(engine).hexdigest()}
-        self.facts["builder_log"] = log.messages
-        return engine
+        return engine, listing
 
     def _cached_engine(self, path: Path, phases: Phases) -> tuple[bytes, dict[str, Any] | None, str | None]:
         """(engine, side facts, None) from the engine cache; (b"", None, why) when the entry is
