@@ -165,22 +165,7 @@ class RunConfig:
         if self.threads is not None and self.threads < 1:
             raise FieldError("threads", f"must be ≥ 1, got {self.threads}")
         self.sampling()
-        limit = self.case_time_limit_s
-        if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not math.isfinite(limit) \
-                or limit < 0:
-            raise FieldError("case_time_limit_s", f"must be a finite number of seconds ≥ 0 (0: no limit), "
-                                                  f"got {limit!r}")
-        if limit and self.target_ci is not None and self.max_time_s >= limit:
-            raise FieldError("max_time_s", f"{self.max_time_s:g} s of adaptive sampling must be below the "
-                                           f"per-case time limit case_time_limit_s = {limit:g} s, which "
-                                           "would end the case first")
-        settle = self.settle_s
-        if isinstance(settle, bool) or not isinstance(settle, (int, float)) or not math.isfinite(settle) \
-                or settle < 0:
-            raise FieldError("settle_s", f"must be a finite number of seconds ≥ 0, got {settle!r}")
-        if settle and self.repeats > 1:
-            raise FieldError("settle_s", "a settle phase takes one-round runs; rounds each have their own "
-                                         "warm-up (drop --repeats or the settle)")
+        self._validate_times()
         if self.repeats < 1:
             raise FieldError("repeats", f"must be ≥ 1, got {self.repeats}")
         if self.repeats > 1 and self.target_ci is not None:
@@ -203,6 +188,25 @@ class RunConfig:
                 raise FieldError("labels", "labels are strings")
         if len(set(self.contract_names)) != len(self.contract_names):
             raise FieldError("contracts", "a contract is named twice")
+
+    def _validate_times(self) -> None:
+        """The per-case time limit, adaptive sampling's budget below it, and the settle phase."""
+        limit = self.case_time_limit_s
+        if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not math.isfinite(limit) \
+                or limit < 0:
+            raise FieldError("case_time_limit_s", f"must be a finite number of seconds ≥ 0 (0: no limit), "
+                                                  f"got {limit!r}")
+        if limit and self.target_ci is not None and self.max_time_s >= limit:
+            raise FieldError("max_time_s", f"{self.max_time_s:g} s of adaptive sampling must be below the "
+                                           f"per-case time limit case_time_limit_s = {limit:g} s, which "
+                                           "would end the case first")
+        settle = self.settle_s
+        if isinstance(settle, bool) or not isinstance(settle, (int, float)) or not math.isfinite(settle) \
+                or settle < 0:
+            raise FieldError("settle_s", f"must be a finite number of seconds ≥ 0, got {settle!r}")
+        if settle and self.repeats > 1:
+            raise FieldError("settle_s", "a settle phase takes one-round runs; rounds each have their own "
+                                         "warm-up (drop --repeats or the settle)")
 
     @property
     def chosen_baseline(self) -> str:
