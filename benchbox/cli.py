@@ -279,26 +279,40 @@ class _Declared(click.Option):
         return self.declared()
 
 
-def _declared(module: str, cls: str, name: str, shown: Callable[[Any], Any] = lambda v: v) -> dict[str, Any]:
-    """Keywords of an option whose default is field ``name`` of dataclass ``module.cls``."""
+def _declared(declaring: Callable[[], Any], name: str, shown: Callable[[Any], Any] = lambda v: v
+              ) -> dict[str, Any]:
+    """Keywords of an option whose default is field ``name`` of the dataclass ``declaring()``
+    returns (imported only when help or parsing needs it)."""
     def read() -> Any:
         import dataclasses
-        import importlib
 
-        fields = {f.name: f for f in dataclasses.fields(getattr(importlib.import_module(module), cls))}
+        fields = {f.name: f for f in dataclasses.fields(declaring())}
         return shown(fields[name].default)
 
     return {"cls": _Declared, "declared": read}
 
 
+def _detector() -> Any:
+    from benchbox.report.changepoints import Detector
+    return Detector
+
+
 def _diff_default(name: str) -> dict[str, Any]:
     """An option of diff, plot or report defaulting to DiffOptions' field (the threshold in percent)."""
-    return _declared("benchbox.receipts.diff", "DiffOptions", name,
+    def options() -> Any:
+        from benchbox.receipts.diff import DiffOptions
+        return DiffOptions
+
+    return _declared(options, name,
                      (lambda v: f"{v * 100:g}%") if name == "threshold" else (lambda v: v))
 
 
 def _selfcheck_default(name: str) -> dict[str, Any]:
-    return _declared("benchbox.selfcheck", "SelfCheckConfig", name)
+    def config() -> Any:
+        from benchbox.selfcheck import SelfCheckConfig
+        return SelfCheckConfig
+
+    return _declared(config, name)
 
 
 def _alias_option(runner: str, alias: CliAlias) -> Callable[[Any], Any]:
@@ -806,7 +820,7 @@ def store_add(receipts: tuple[Path, ...], root: Path) -> None:
 @click.option("--alpha", type=float, **_diff_default("alpha"),
               help="Family-wise error rate of each step's diff (Holm across its rows).")
 @click.option("--max-pvalue", type=float,
-              **_declared("benchbox.report.changepoints", "Detector", "max_pvalue"),
+              **_declared(_detector, "max_pvalue"),
               help="Change points: the t-test p-value a change must reach.")
 @click.option("--min-change", default=None, metavar="PCT",
               help="Change points: the smallest change kept (default: --threshold).")

@@ -73,7 +73,7 @@ def _run(out: Path, args: argparse.Namespace, slowdown_us: int = 0, *, rounds: i
     opts = {"slowdown_us": slowdown_us} if slowdown_us else {}
     cfg = RunConfig(runners=(args.runner,), size=args.size, samples=samples or args.samples,
                     repeats=rounds or args.repeats, warmup=args.warmup, cases=tuple(args.case),
-                    task_options=opts, out=out)
+                    threads=getattr(args, "threads", None), task_options=opts, out=out)
     return run(cfg).path
 
 
@@ -175,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--samples", type=int, default=400)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch intra-op threads of every run (default: torch's own), as `run --threads`")
     ap.add_argument("--runner", default="torch-eager")
     ap.add_argument("--size", default="tiny")
     ap.add_argument("--case", action="append", default=[], help="cases (default: all)")

@@ -130,8 +130,6 @@ def to_frame(receipt: Receipt) -> Any:
     for s in stage_cols:
         cols[f"{s}_ns"] = []
     env = environment_facts(receipt)
-    # string columns hold strings, whatever type an edited receipt gives a fact (a numeric commit)
-    env = {k: v if k == "cpu_count" or v is None or isinstance(v, str) else str(v) for k, v in env.items()}
     for k in ENV_COLUMNS:
         cols[k] = []
     for r in rows:
@@ -155,10 +153,20 @@ def to_frame(receipt: Receipt) -> Any:
     schema = {k: (pl.Int64 if k.endswith("_ns") or k in ints else pl.Utf8) for k in cols}
     cols["cpu_count"] = [v if isinstance(v, int) and not isinstance(v, bool) else None
                          for v in cols["cpu_count"]]
-    for k in ENV_COLUMNS:  # a receipt may give a number where text is expected: shown as text
-        if schema[k] == pl.Utf8:
-            cols[k] = [v if v is None or isinstance(v, str) else str(v) for v in cols[k]]
+    for k, kind in schema.items():  # text columns hold UTF-8 text, whatever an edited receipt gives
+        if kind == pl.Utf8:
+            cols[k] = [None if v is None else _utf8(v if isinstance(v, str) else str(v)) for v in cols[k]]
     return pl.DataFrame(cols, schema=schema)
+
+
+def _utf8(text: str) -> str:
+    """``text`` as valid UTF-8: a lone surrogate (legal in JSON's \\u escapes, not in UTF-8)
+    becomes U+FFFD instead of failing the export."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
 def export_receipt(receipt: Receipt, fmt: str, out: str | Path) -> Path:

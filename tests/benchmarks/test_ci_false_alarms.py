@@ -35,7 +35,8 @@ def test_the_interleaved_design_alternates_sides_and_joins_each_side_as_rounds(t
 
     keep = tmp_path / "keep"
     rc = main(["--reps", "1", "--samples", "30", "--repeats", "3", "--warmup", "1", "--case", "invoice",
-               "--scenario", "rest+slow", "--keep", str(keep), "--out", str(tmp_path / "r.json")])
+               "--scenario", "rest+slow", "--threads", "1", "--keep", str(keep),
+               "--out", str(tmp_path / "r.json")])
     assert rc == 0
     runs = {f"{side}-{i}": load_receipt(keep / f"rest+slow-0-{side}-{i}.json")
             for side in ("base", "head") for i in range(3)}
@@ -52,6 +53,8 @@ def test_the_interleaved_design_alternates_sides_and_joins_each_side_as_rounds(t
     slow = json.loads((tmp_path / "r.json").read_text())["slowdown_us"]
     assert all((runs[f"head-{i}"].task.options or {}).get("slowdown_us") == slow for i in range(3))
     assert all(not (runs[f"base-{i}"].task.options or {}).get("slowdown_us") for i in range(3))
+    # --threads reached every run
+    assert {r.to_json()["environment"]["torch_threads"] for r in runs.values()} == {1}
     # --rediff joins the kept runs again (the joined files are not needed) and judges them
     for side in ("base", "head"):
         (keep / f"rest+slow-0-{side}.json").unlink()

@@ -237,3 +237,19 @@ def test_table_export_of_environment_facts_that_are_not_strings(tmp_path: Path) 
     header, first = out.read_text().splitlines()[:2]
     row = dict(zip(header.split(","), first.split(",")))
     assert (row["hostname"], row["python"], row["torch"]) == ("1e+308", "3", "True")
+
+
+def test_table_export_of_a_lone_surrogate_in_a_receipt_string() -> None:
+    """JSON may escape a lone surrogate (\\ud800), which is no UTF-8: the table shows U+FFFD
+    in its place instead of failing the export."""
+    pytest.importorskip("polars")
+    from benchbox.receipts import parse_receipt
+    from benchbox.receipts.export import to_frame
+    from tests.support import GOLDEN
+
+    doc = json.loads(GOLDEN.read_text())
+    doc["environment"]["hostname"] = "\ud800host"
+    frame = to_frame(parse_receipt(json.dumps(doc).encode(), "edited"))
+    (shown,) = set(frame["hostname"].to_list())
+    assert shown.startswith("\ufffd") and shown.endswith("host")
+    shown.encode("utf-8")  # valid UTF-8
