@@ -44,10 +44,11 @@ def main(argv: list[str] | None = None) -> int:
             paired.append(st.stdev([h[c] - b[c] for b, h in zip(base, head)]))
             unpaired.append(math.sqrt(st.variance([b[c] for b in base]) + st.variance([h[c] for h in head])))
     x = np.array(rows)
-    corr = np.corrcoef((x - x.mean(0)).T)
+    corr = np.atleast_2d(np.corrcoef((x - x.mean(0)).T))
     off = corr[~np.eye(len(corr), dtype=bool)]
     print(f"{a.scenario}: {len(rows)} runs, {x.shape[1]} cases")
-    print(f"correlation between cases of the per-run log p50: {off.min():.2f}–{off.max():.2f}")
+    if off.size:  # one case: no pair of cases to correlate
+        print(f"correlation between cases of the per-run log p50: {off.min():.2f}–{off.max():.2f}")
     print(f"sd of log p50 per case across runs: {', '.join(f'{v:.3f}' for v in x.std(0, ddof=1))}")
     print(f"median sd of log(head/base): paired {st.median(paired):.3f}, unpaired {st.median(unpaired):.3f}")
     return 0

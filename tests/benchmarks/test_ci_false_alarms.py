@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from benchmarks.ci_false_alarms import SCENARIOS, main
 
 
@@ -30,7 +32,8 @@ def test_bad_arguments_exit_2(tmp_path: Path) -> None:
     assert main(["--reps", "0", "--out", str(tmp_path / "x.json")]) == 2
 
 
-def test_the_interleaved_design_alternates_sides_and_joins_each_side_as_rounds(tmp_path: Path) -> None:
+def test_the_interleaved_design_alternates_sides_and_joins_each_side_as_rounds(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from benchbox.receipts import load_receipt
 
     keep = tmp_path / "keep"
@@ -62,3 +65,10 @@ def test_the_interleaved_design_alternates_sides_and_joins_each_side_as_rounds(t
     assert main(["--rediff", str(keep), "--reps", "1", "--scenario", "rest+slow", "--out", str(again)]) == 0
     judged = json.loads(again.read_text())["rest+slow"]
     assert judged["reps"] == 1 and judged["runs"][0]["exit_code"] in (0, 1, 3)
+    # benchmarks/run_spread.py reads the same kept runs
+    from benchmarks import run_spread
+
+    capsys.readouterr()
+    assert run_spread.main([str(keep), "--scenario", "rest+slow", "--reps", "1", "--runs", "3"]) == 0
+    said = capsys.readouterr().out
+    assert "6 runs, 1 cases" in said and "paired" in said and "unpaired" in said
