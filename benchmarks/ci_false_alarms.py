@@ -10,14 +10,18 @@ run of ``--repeats`` rounds in one process (``benchbox run --repeats K``).
 - ``rest``: nothing else runs;
 - ``load``: a busy process on every core while HEAD runs (BASE at rest), during each of
   HEAD's runs when interleaved;
-- ``rest+slow`` / ``load+slow``: the same, with HEAD slowed by the decision task's declared
-  ``slowdown_us`` option (serialize sleeps that long; set to ``--slowdown`` × BASE's p50 of
-  a first calibration run, so about +10% on the whole call).
+- ``shared-load``: a busy process on every core for the whole pair (BASE and HEAD under the
+  same load, as on a CI machine busy with other jobs);
+- ``rest+slow`` / ``load+slow`` / ``shared-load+slow``: the same, with HEAD slowed by the
+  decision task's declared ``slowdown_us`` option (serialize sleeps that long; set to
+  ``--slowdown`` × BASE's p50 of a first calibration run, so about +10% on the whole call;
+  calibrated under the busy processes for ``shared-load+slow``, at rest otherwise).
 
 For each scenario it counts the diffs by exit code (0 ok, 1 regression, 3 unreliable
 rows) and the rows judged slower. The bar: identical code never exits 1; the +10%
-slowdown is reported slower in ≥ 18 of 20 at rest. Under load on one side the diff is
-designed to say ``unreliable`` (exit 3), not ``slower``.
+slowdown is reported slower in ≥ 18 of 20 at rest and under the same load on both sides.
+Under load on one side only the diff is designed to say ``unreliable (load)`` (exit 3), never
+``slower``, whatever the code did: the conditions differ, so no timing is judged.
 
     python benchmarks/ci_false_alarms.py --out benchmarks/results-ci-false-alarms.json
 
@@ -37,7 +41,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-SCENARIOS = ("rest", "load", "rest+slow", "load+slow")
+SCENARIOS = ("rest", "load", "rest+slow", "load+slow", "shared-load", "shared-load+slow")
 
 
 def _spin() -> None:  # pragma: no cover - runs in a child process
@@ -77,11 +81,19 @@ def _run(out: Path, args: argparse.Namespace, slowdown_us: int = 0, *, rounds: i
     return run(cfg).path
 
 
-def _slowdown_us(tmp: Path, args: argparse.Namespace) -> int:
-    """``--slowdown`` of the median p50 over the cases of a calibration run, in microseconds."""
+def _busy(name: str, side: str) -> bool:
+    """Whether the busy processes run during one ``side`` run of scenario ``name``."""
+    return name.startswith("shared-load") or (name.startswith("load") and side == "head")
+
+
+def _slowdown_us(tmp: Path, args: argparse.Namespace, *, loaded: bool = False) -> int:
+    """``--slowdown`` of the median p50 over the cases of a calibration run, in microseconds
+    (``loaded``: the calibration run under a busy process on every core)."""
     from benchbox.receipts import load_receipt
 
-    r = load_receipt(_run(tmp / "calibration.json", args))
+    with Busy(loaded):
+        path = _run(tmp / f"calibration{'-loaded' if loaded else ''}.json", args)
+    r = load_receipt(path)
     p50s = sorted(row.summary.p50_ns for row in r.results if row.summary.p50_ns)
     return max(1, int(args.slowdown * p50s[len(p50s) // 2] / 1000))
 
@@ -92,11 +104,13 @@ def scenario(name: str, rep: int, tmp: Path, args: argparse.Namespace, slow_us: 
 
     slow = slow_us if "slow" in name else 0
     if args.design == "sequential":
-        base = _run(tmp / f"{name}-{rep}-base.json", args)
-        with Busy("load" in name):
+        with Busy(_busy(name, "base")):
+            base = _run(tmp / f"{name}-{rep}-base.json", args)
+        with Busy(_busy(name, "head")):
             head = _run(tmp / f"{name}-{rep}-head.json", args, slow)
     else:
-        base, head = _interleaved(name, rep, tmp, args, slow)
+        with Busy(name.startswith("shared-load")):  # one load for the whole pair
+            base, head = _interleaved(name, rep, tmp, args, slow)
     return _judged(diff_files(base, head, DiffOptions(metric=args.metric)))
 
 
@@ -108,7 +122,7 @@ def _interleaved(name: str, rep: int, tmp: Path, args: argparse.Namespace, slow:
     for i in range(args.repeats):
         for side in (("base", "head") if i % 2 == 0 else ("head", "base")):
             out = tmp / f"{name}-{rep}-{side}-{i}.json"
-            with Busy("load" in name and side == "head"):
+            with Busy(name.startswith("load") and side == "head"):
                 paths[side].append(_run(out, args, slow if side == "head" else 0, rounds=1, samples=per_run))
     return _joined(paths["base"], tmp / f"{name}-{rep}-base.json"), \
         _joined(paths["head"], tmp / f"{name}-{rep}-head.json")
@@ -215,12 +229,16 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as d:
         tmp = args.keep or Path(d)
         tmp.mkdir(parents=True, exist_ok=True)
+        names = args.scenario or SCENARIOS
         slow_us = _slowdown_us(tmp, args)
         results["slowdown_us"] = slow_us
-        for name in args.scenario or SCENARIOS:
+        if "shared-load+slow" in names:
+            results["slowdown_us_loaded"] = _slowdown_us(tmp, args, loaded=True)
+        for name in names:
             runs = []
             for i in range(args.reps):
-                runs.append(scenario(name, i, tmp, args, slow_us))
+                slow = results["slowdown_us_loaded"] if name == "shared-load+slow" else slow_us
+                runs.append(scenario(name, i, tmp, args, slow))
                 results[name] = summarize(runs)
                 results["machine"]["loadavg_after"] = list(os.getloadavg())
                 args.out.write_text(json.dumps(results, indent=1) + "\n")  # a stopped run keeps its pairs

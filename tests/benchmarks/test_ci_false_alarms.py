@@ -72,3 +72,28 @@ def test_the_interleaved_design_alternates_sides_and_joins_each_side_as_rounds(
     assert run_spread.main([str(keep), "--scenario", "rest+slow", "--reps", "1", "--runs", "3"]) == 0
     said = capsys.readouterr().out
     assert "6 runs, 1 cases" in said and "paired" in said and "unpaired" in said
+
+
+def test_which_side_runs_under_the_busy_processes() -> None:
+    from benchmarks.ci_false_alarms import _busy
+
+    assert [_busy("load", s) for s in ("base", "head")] == [False, True]
+    assert [_busy("load+slow", s) for s in ("base", "head")] == [False, True]
+    for name in ("shared-load", "shared-load+slow"):
+        assert [_busy(name, s) for s in ("base", "head")] == [True, True]
+    for name in ("rest", "rest+slow"):
+        assert [_busy(name, s) for s in ("base", "head")] == [False, False]
+
+
+def test_shared_load_slowdown_is_calibrated_under_load(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    assert main(["--reps", "1", "--samples", "24", "--repeats", "2", "--warmup", "1", "--case", "invoice",
+                 "--scenario", "shared-load+slow", "--threads", "1", "--keep", str(tmp_path / "k"),
+                 "--out", str(out)]) == 0
+    r = json.loads(out.read_text())
+    from benchbox.receipts import load_receipt
+
+    head = load_receipt(tmp_path / "k" / "shared-load+slow-0-head-0.json")
+    assert (head.task.options or {}).get("slowdown_us") == r["slowdown_us_loaded"]
+    assert (tmp_path / "k" / "calibration-loaded.json").exists()
+    assert r["shared-load+slow"]["reps"] == 1
