@@ -30,7 +30,8 @@ FLAGS: dict[str, dict[str, str]] = {
     "run": {"contract": "--contract", "contracts": "--contract", "task": "--task", "size": "--size",
             "dtype": "--dtype", "runners": "--runner", "cases": "--case", "device": "--device",
             "threads": "--threads", "warmup": "--warmup", "samples": "--samples", "repeats": "--repeats",
-            "target_ci": "--target-ci", "max_samples": "--max-samples", "max_time_s": "--max-time",
+            "fresh_processes": "--fresh-processes", "target_ci": "--target-ci",
+            "max_samples": "--max-samples", "max_time_s": "--max-time",
             "out": "--out", "overwrite": "--overwrite", "case_time_limit_s": "--case-time-limit",
             "baseline": "--baseline", "runner_options": "--runner-option", "task_options": "--task-option",
             "gates": "--gate", "labels": "--label", "gap_ms": "--gap", "rate_per_s": "--rate",
@@ -390,6 +391,7 @@ def main() -> None:
 @_config_option("--warmup", "warmup", type=int)
 @_config_option("--samples", "samples", type=int)
 @_config_option("--repeats", "repeats", type=int, metavar="K")
+@_config_option("--fresh-processes", "fresh_processes", is_flag=True)
 @_config_option("--target-ci", "target_ci", metavar="PCT")
 @_config_option("--max-samples", "max_samples", type=int)
 @_config_option("--max-time", "max_time_s", type=float)
@@ -440,7 +442,7 @@ def _run_config(contracts_: tuple[str, ...], task: str, size: str, dtype: str, r
                 case_time_limit_s: float, runner_option: tuple[str, ...], baseline: str | None,
                 task_option: tuple[str, ...], gate: tuple[str, ...], label: tuple[str, ...], out: Path | None,
                 gap_ms: str | None, rate_per_s: str | None, idle: str | None, max_backlog: int,
-                max_queue_ms: float, overwrite: bool, **aliases: Any) -> Any:
+                max_queue_ms: float, overwrite: bool, fresh_processes: bool = False, **aliases: Any) -> Any:
     """The RunConfig that ``benchbox run``'s options ask for."""
     from benchbox.run import DEFAULT_RUNNERS, RunConfig
 
@@ -448,7 +450,7 @@ def _run_config(contracts_: tuple[str, ...], task: str, size: str, dtype: str, r
     return RunConfig(
         contract=contracts_[0], contracts=tuple(contracts_) if len(contracts_) > 1 else (),
         task=task, size=size, dtype=dtype, runners=runners, cases=tuple(cases_), device=device,
-        threads=threads, warmup=warmup, samples=samples, repeats=repeats,
+        threads=threads, warmup=warmup, samples=samples, repeats=repeats, fresh_processes=fresh_processes,
         target_ci=_percent(target_ci, "--target-ci"),
         max_samples=max_samples, max_time_s=max_time_s, case_time_limit_s=case_time_limit_s, out=out,
         overwrite=overwrite, baseline=baseline,

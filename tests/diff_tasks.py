@@ -3,13 +3,19 @@
 ``sleep_ms`` (default 50) is slept in ``serialize`` for every case; ``slow_case`` names one
 case that sleeps ``extra_ms`` more, so a receipt can be made slower on exactly one row
 through the real harness. Used as ``task="tests.diff_tasks:factory"``.
+
+For tests of runs in several processes: with ``BENCHBOX_TEST_PID_FILE`` set, every load of the
+task appends its process id to that file; with ``BENCHBOX_TEST_FAIL_LOAD`` = N as well, a load
+fails once N process ids are in the file.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,6 +35,14 @@ class SleepTask(Task):
         self.sleep_s = float(self.options.get("sleep_ms", 50)) / 1e3
         self.slow_case = str(self.options.get("slow_case", ""))
         self.extra_s = float(self.options.get("extra_ms", 0)) / 1e3
+        pid_file = os.environ.get("BENCHBOX_TEST_PID_FILE")
+        if pid_file:
+            seen = Path(pid_file).read_text().split() if os.path.exists(pid_file) else []
+            fail_at = os.environ.get("BENCHBOX_TEST_FAIL_LOAD")
+            if fail_at and len(seen) >= int(fail_at):
+                raise ValueError(f"this load fails on purpose ({len(seen)} loads before it)")
+            with open(pid_file, "a") as f:
+                f.write(f"{os.getpid()}\n")
 
     def parse(self, request: bytes) -> Any:
         obj = json.loads(request)

@@ -19,16 +19,21 @@ from typing import Any
 
 from benchbox.errors import UsageError
 from benchbox.receipts.model import Receipt, ResultRow, Summary
-from benchbox.stats import caveats, summarize
+from benchbox.stats import caveats, min_n_for_ci, summarize
 
 #: Environment entries that must agree for runs to be rounds of one measurement.
 SAME_MACHINE = ("cpu", "cpu_count", "device", "torch", "torch_threads", "cuda", "gpu")
-#: Settings that may differ between the runs (where each run wrote, and how it was invoked).
-FREE_SETTINGS = frozenset({"out", "combined_from", "labels"})
+#: Settings that may differ between the runs (where each run wrote, how it was invoked, and how
+#: many samples it took: each run is a round of its own, and rounds may differ in size).
+FREE_SETTINGS = frozenset({"out", "combined_from", "labels", "samples"})
 
 
 def _settings(r: Receipt) -> dict[str, Any]:
-    return {k: v for k, v in (r.settings or {}).items() if k not in FREE_SETTINGS}
+    out = {k: v for k, v in (r.settings or {}).items() if k not in FREE_SETTINGS}
+    sampling = out.get("sampling")
+    if isinstance(sampling, Mapping) and sampling.get("mode") == "fixed":  # the count, not the policy
+        out["sampling"] = {k: v for k, v in sampling.items() if k not in ("samples", "p99_resolvable")}
+    return out
 
 
 def _machine(r: Receipt) -> dict[str, Any]:
@@ -135,10 +140,13 @@ def combine(receipts: Sequence[Receipt], names: Sequence[str]) -> Receipt:
     rows = tuple(_join_rows([m[row.key] for m in by_key], ks) for row in first.results)
     # every run is an independent round (or K of them, for a run of --repeats K): the diff's
     # hierarchical interval resamples them, as for one run of --repeats sum(K)
-    settings = {**(first.settings or {}), "repeats": sum(ks), "samples": sum(
-                    int((r.settings or {}).get("samples", 0) or 0) for r in receipts),
+    total = sum(int((r.settings or {}).get("samples", 0) or 0) for r in receipts)
+    settings = {**(first.settings or {}), "repeats": sum(ks), "samples": total,
                 "combined_from": [{"receipt": n, "created_at": r.created_at,
                                    "git": r.environment.get("git")} for r, n in zip(receipts, names)]}
+    sampling = settings.get("sampling")
+    if isinstance(sampling, Mapping) and sampling.get("mode") == "fixed":  # the joined count
+        settings["sampling"] = {**sampling, "samples": total, "p99_resolvable": total >= min_n_for_ci(0.99)}
     return replace(first, results=rows, settings=settings, comparisons=None,
                    environment=_environment(receipts),
                    complete=False if not all(r.is_complete for r in receipts) else first.complete,

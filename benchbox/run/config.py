@@ -66,6 +66,10 @@ class RunConfig:
                               "case) gets one round in turn, K times, each round after its own warm-up; "
                               "the receipt keeps each sample's round and diff measures run-to-run "
                               "variance from them (CI: 5).")
+    fresh_processes: bool = _f(False, help="With repeats K ≥ 2: each round in a fresh worker process, as "
+                                           "pyperf does (task, reference and every runner's compile redone "
+                                           "per round), so the spread between rounds includes what a "
+                                           "process decides once; rounds kept in OUT.rounds/.")
     target_ci: float | None = _f(None, help="Adaptive sampling: stop once the p50 95% interval half-width "
                                             "is below PCT percent (e.g. 1 or 1%), within max_samples and "
                                             "max_time_s.")
@@ -170,6 +174,8 @@ class RunConfig:
             raise FieldError("repeats", f"must be ≥ 1, got {self.repeats}")
         if self.repeats > 1 and self.target_ci is not None:
             raise FieldError("repeats", "adaptive sampling (target_ci) takes one round; drop one of them")
+        if self.fresh_processes and self.repeats < 2:
+            raise FieldError("fresh_processes", "fresh worker processes are per round: give repeats ≥ 2")
         if self.repeats > self.samples:
             raise FieldError("repeats", f"{self.repeats} rounds need at least as many samples "
                                         f"(samples = {self.samples})")

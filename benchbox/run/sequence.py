@@ -142,6 +142,8 @@ class _Run:
         cfg = self.cfg
         cfg.validate(self.runner_factory)
         self.contracts = self._contracts()
+        if cfg.fresh_processes:
+            return self._in_fresh_processes()
         self.output = Output.claim(cfg.out, [c.name for c in self.contracts], cfg.overwrite,
                                    paths=[p for _, p in self.points] if self.points is not None else None)
         self.task, self.cases = self._task()
@@ -168,6 +170,17 @@ class _Run:
                 self._measure_runner(name)
         self.stop.check()
         return self._finish()
+
+    def _in_fresh_processes(self) -> RunOutcome:
+        """Each round in a worker process of its own (:mod:`benchbox.run.workers`)."""
+        from benchbox.run.workers import run_in_fresh_processes
+
+        if self.points is not None or self.given_task is not None or self.runner_factory is not REGISTERED \
+                or self.clock is not host_clock:
+            raise FieldError("fresh_processes", "a worker process finds its task and runners by name: a "
+                                                "task, runner factory, clock or sweep points given in code "
+                                                "cannot reach it")
+        return run_in_fresh_processes(self.cfg, [c.name for c in self.contracts], self.reporter)
 
     def _plan(self) -> RunPlan:
         p = self.policy

@@ -1,0 +1,249 @@
+"""``--repeats K --fresh-processes``: each round in a worker process of its own, as pyperf does.
+
+In-process rounds (:mod:`benchbox.run.rounds`) share the process, the prepared runners and
+their compiled code, so what a process decides once — the kernels an autotuner picked, a
+graph's breaks, where memory landed, the address-space layout — is the same in every round,
+and the spread between rounds leaves it out. With fresh processes each round is a run of its
+own in a new process (:mod:`benchbox.run.worker`): the same configuration with one round of
+``samples / K`` samples, which loads the task, computes the reference, prepares (compiles,
+builds) every runner, measures every case and exits. The next round starts when it has
+exited. The rounds' receipts are kept in ``OUT.rounds/`` beside the receipt and joined as
+the rounds of one receipt by :func:`benchbox.receipts.combine.combine`, as the CI recipe
+joins its alternating runs; the diff's interval then carries the spread between processes.
+
+- The receipt paths are claimed (checked and locked) before the first round, as for any run.
+- A round whose worker fails or is killed ends the rounds; the rounds so far are joined into
+  the receipt, marked incomplete, and the error names the round. Nothing a worker measured is
+  lost: its own receipt (``OUT.rounds/round-N.json``) is written as any run's is.
+- SIGINT or SIGTERM is passed on to the round's worker, which stops as a run stops (its
+  receipt keeps what it measured); the rounds so far are joined, marked interrupted.
+- Workers run in their own session: if this process is killed (SIGKILL), the round in
+  progress still finishes and writes its receipt; ``benchbox combine`` joins the rounds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import benchbox
+from benchbox.errors import FieldError, UsageError
+from benchbox.run.output import Output, out_paths
+from benchbox.run.rounds import round_sizes
+
+if TYPE_CHECKING:
+    from benchbox.receipts.model import Receipt
+    from benchbox.run.config import RunConfig
+    from benchbox.run.progress import Reporter
+    from benchbox.run.sequence import RunOutcome
+
+
+def rounds_folder(first: Path) -> Path:
+    """Where the rounds of the receipt ``first`` are kept: ``NAME.rounds/`` beside it."""
+    return first.with_name(f"{first.stem}.rounds")
+
+
+@dataclass
+class _Round:
+    """One round's worker: how it ended and the last thing it said."""
+
+    exit_code: int = 0
+    error: str | None = None
+    field: str | None = None
+    last: str = ""
+
+
+class _Forward:
+    """SIGINT and SIGTERM passed on to the round's worker (main thread only); the first names
+    the interrupt."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.signum: int | None = None
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        if self.signum is None:
+            self.signum = signum
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signum)
+
+    @contextmanager
+    def installed(self) -> Iterator[_Forward]:
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+        previous = {s: signal.signal(s, self._handler) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield self
+        finally:
+            for s, h in previous.items():
+                signal.signal(s, h)
+
+
+def _worker_env(fd: int) -> dict[str, str]:
+    """The environment of a worker: this one, with this benchbox first on the path."""
+    from benchbox.run.worker import FD_VARIABLE
+
+    env = dict(os.environ)
+    home = str(Path(benchbox.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join([home, *filter(None, [env.get("PYTHONPATH")])])
+    env[FD_VARIABLE] = str(fd)
+    return env
+
+
+def _run_round(cfg: RunConfig, label: str, output_file: Path, reporter: Reporter,
+               forward: _Forward) -> _Round:
+    """Run one round's worker to its end, passing its progress lines to ``reporter``."""
+    r, w = os.pipe()
+    with open(output_file, "ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "benchbox.run.worker"], stdin=subprocess.PIPE,
+                                stdout=out, stderr=out, pass_fds=(w,), env=_worker_env(w),
+                                start_new_session=True)
+    os.close(w)
+    forward.proc = proc
+    ended = _Round()
+    try:
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(pickle.dumps(cfg))
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        with os.fdopen(r, "r", encoding="utf-8", errors="replace") as events:
+            for line in events:
+                _event(line, label, ended, reporter)
+        ended.exit_code = proc.wait()
+    finally:
+        forward.proc = None
+        if proc.poll() is None:  # an error here: the worker must not outlive the rounds
+            proc.kill()
+            proc.wait()
+    return ended
+
+
+def _event(line: str, label: str, ended: _Round, reporter: Reporter) -> None:
+    try:
+        event = json.loads(line)
+    except json.JSONDecodeError:
+        return
+    if not isinstance(event, dict):
+        return
+    if isinstance(event.get("error"), str):
+        ended.error, ended.field = event["error"], event.get("field")
+    elif isinstance(event.get("note"), str):
+        ended.last = event["note"]
+        reporter.note(f"{label}: {event['note']}")
+
+
+def _check_free(paths: list[Path], overwrite: bool) -> None:
+    there = [p for p in paths if p.exists() or p.is_symlink()]
+    if there and not overwrite:
+        raise FieldError("overwrite", f"needed to replace {there[0]}, a round of an earlier run (or choose "
+                                      "another receipt path)")
+
+
+def run_in_fresh_processes(cfg: RunConfig, names: list[str], reporter: Reporter) -> RunOutcome:
+    """Measure ``cfg`` in ``cfg.repeats`` rounds, each in a fresh worker process, and join them
+    into one receipt per contract (``names``: the contracts' names, in the run's order)."""
+    output = Output.claim(cfg.out, names, cfg.overwrite)
+    try:
+        folder = rounds_folder(output.paths[0])
+        folder.mkdir(exist_ok=True)
+        sizes = round_sizes(cfg.samples, cfg.repeats)
+        rounds = [out_paths(folder / f"round-{i + 1}.json", names) for i in range(len(sizes))]
+        _check_free([p for paths in rounds for p in paths], cfg.overwrite)
+        done: list[list[Path]] = []  # the rounds whose worker finished its receipt
+        ended, forward, partial = _Round(), _Forward(), None
+        with forward.installed():
+            for i, size in enumerate(sizes):
+                if forward.signum is not None:
+                    break
+                label = f"round {i + 1} of {len(sizes)} (fresh process, {size} samples)"
+                one = dataclasses.replace(cfg, repeats=1, samples=size, out=rounds[i][0],
+                                          fresh_processes=False)
+                ended = _run_round(one, label, folder / f"round-{i + 1}.out", reporter, forward)
+                if _finished(rounds[i]):
+                    done.append(rounds[i])
+                elif all(p.exists() for p in rounds[i]):
+                    partial = rounds[i]
+                if ended.exit_code != 0 or partial is not None:
+                    break
+        # an unfinished round is kept in the folder; it stands for the run only when it is all there is
+        joined = done or ([partial] if partial is not None else [])
+        return _joined(cfg, output, folder, joined, ended, forward.signum, len(done) + 1)
+    finally:
+        output.release()
+
+
+def _finished(paths: list[Path]) -> bool:
+    from benchbox.receipts import load_receipt
+
+    try:
+        return all(load_receipt(p).is_complete for p in paths)
+    except UsageError:
+        return False
+
+
+def _joined(cfg: RunConfig, output: Output, folder: Path, rounds: list[list[Path]], ended: _Round,
+            signum: int | None, ended_in: int) -> RunOutcome:
+    """The rounds' receipts joined into the run's receipts (written), or the error that ended them
+    (``ended_in``: the round that ended them)."""
+    from benchbox.run.interrupt import Interrupted
+    from benchbox.run.sequence import RunOutcome
+
+    if not rounds:
+        if signum is not None:
+            raise Interrupted(f"interrupted ({signal.Signals(signum).name}) before a round was measured",
+                              None, None, signum)
+        raise _round_error(ended, 1, folder)
+    output.receipts = [_join(cfg, folder, [paths[j] for paths in rounds]) for j in range(len(rounds[0]))]
+    whole = len(rounds) == cfg.repeats and ended.exit_code == 0 and signum is None
+    if whole:
+        from benchbox.receipts.diff import compare_runners
+
+        output.finish([compare_runners(r, cfg.chosen_baseline) for r in output.receipts], None)
+    else:
+        output.update(lambda _, r: dataclasses.replace(r, complete=False))
+    first, *others = [RunOutcome(p, r, problem=output.problem, saved=not output.in_memory)
+                      for p, r in zip(output.paths, output.receipts)]
+    first.others = others
+    if signum is not None:
+        name = signal.Signals(signum).name
+        output.mark_interrupted(name)
+        raise Interrupted(f"interrupted ({name}) in round {ended_in} of {cfg.repeats}: the rounds so far "
+                          f"joined in the incomplete receipt {output.where}, every round's receipt in "
+                          f"{folder}", output.paths[0], output.receipts[0], signum)
+    if not whole:
+        raise _round_error(ended, ended_in, folder, kept=output.where)
+    return first
+
+
+def _join(cfg: RunConfig, folder: Path, paths: list[Path]) -> Receipt:
+    from benchbox.receipts import load_receipt
+    from benchbox.receipts.combine import combine
+
+    receipts = [load_receipt(p) for p in paths]
+    joined = combine(receipts, [f"{folder.name}/{p.name}" for p in paths]) if len(receipts) > 1 \
+        else receipts[0]
+    settings = {**(joined.settings or {}), "fresh_processes": True}
+    return dataclasses.replace(joined, settings=settings)
+
+
+def _round_error(ended: _Round, n: int, folder: Path, kept: str | None = None) -> UsageError:
+    why = ended.error or ended.last or f"its worker exited with code {ended.exit_code}"
+    where = f"; the rounds before it are joined in the incomplete receipt {kept}" if kept else ""
+    tail = f" (its output: {folder / f'round-{n}.out'})"
+    if ended.field is not None and kept is None:
+        return FieldError(ended.field, ended.error or why)
+    return UsageError(f"round {n} failed: {why}{where}{tail}")

@@ -1,0 +1,165 @@
+"""``--repeats K --fresh-processes``: each round in a worker process of its own, joined as rounds."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from benchbox.errors import FieldError, UsageError
+from benchbox.receipts import load_receipt
+from benchbox.run import RunConfig, run
+from benchbox.run.workers import rounds_folder
+from tests.support import REPO, loaded, one_line_exit_2
+
+TASK = "tests.diff_tasks:factory"
+
+
+def _cfg(tmp_path: Path, **kw: object) -> RunConfig:
+    fields = {"task": TASK, "runners": ("torch-eager",), "samples": 12, "repeats": 3, "warmup": 1,
+              "fresh_processes": True, "task_options": {"sleep_ms": 1}, "out": tmp_path / "r.json", **kw}
+    return RunConfig(**fields)  # type: ignore[arg-type]
+
+
+def test_each_round_runs_in_a_fresh_process_and_the_rounds_join_into_one_receipt(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pids = tmp_path / "pids"
+    monkeypatch.setenv("BENCHBOX_TEST_PID_FILE", str(pids))
+    lines: list[str] = []
+    out = run(_cfg(tmp_path), progress=lines.append)
+    seen = pids.read_text().split()
+    assert len(seen) == 3 and len(set(seen)) == 3 and str(os.getpid()) not in seen  # three fresh processes
+    r = load_receipt(out.path)
+    assert out.path == tmp_path / "r.json" and r.is_complete and not r.interrupted
+    assert r.settings["repeats"] == 3 and r.settings["samples"] == 12
+    assert r.settings["fresh_processes"] is True
+    assert [c["receipt"] for c in r.settings["combined_from"]] == [f"r.rounds/round-{i}.json"
+                                                                   for i in (1, 2, 3)]
+    assert len(r.results) == 2 and all(row.round_sizes == (4, 4, 4) for row in r.results)
+    assert all(len(row.samples_ns) == 12 and row.status == "valid" for row in r.results)
+    assert r.comparisons is not None
+    for i in (1, 2, 3):  # every round's own receipt is kept, one round of 4 samples
+        one = load_receipt(tmp_path / "r.rounds" / f"round-{i}.json")
+        assert one.settings["repeats"] == 1 and [len(row.samples_ns) for row in one.results] == [4, 4]
+    assert sum(1 for line in lines if line.startswith("round 3 of 3 (fresh process, 4 samples)")) >= 1
+
+
+def test_uneven_rounds_join(tmp_path: Path) -> None:
+    r = load_receipt(run(_cfg(tmp_path, samples=7, repeats=2)).path)
+    assert [row.round_sizes for row in r.results] == [(4, 3), (4, 3)]
+    assert r.settings["samples"] == 7 and r.settings["sampling"]["samples"] == 7
+
+
+def test_fresh_processes_need_two_rounds_and_a_task_found_by_name(tmp_path: Path) -> None:
+    with pytest.raises(FieldError, match="repeats ≥ 2") as e:
+        run(_cfg(tmp_path, repeats=1))
+    assert e.value.field == "fresh_processes"
+    from tests.diff_tasks import factory
+
+    with pytest.raises(FieldError, match="finds its task and runners by name"):
+        run(_cfg(tmp_path), task=factory())
+    assert not (tmp_path / "r.json").exists()
+    line = one_line_exit_2(["run", "--repeats", "1", "--fresh-processes", "--out", str(tmp_path / "x.json")])
+    assert line.startswith("benchbox: error: --fresh-processes:")
+
+
+def test_a_failed_round_ends_the_rounds_and_keeps_the_earlier_ones(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BENCHBOX_TEST_PID_FILE", str(tmp_path / "pids"))
+    monkeypatch.setenv("BENCHBOX_TEST_FAIL_LOAD", "1")  # the second round's task fails to load
+    with pytest.raises(UsageError, match=r"^round 2 failed: .*fails on purpose.*incomplete receipt") as e:
+        run(_cfg(tmp_path))
+    assert "r.rounds/round-2.out" in str(e.value)
+    r = load_receipt(tmp_path / "r.json")
+    assert not r.is_complete and r.settings["fresh_processes"] is True
+    assert [len(row.samples_ns) for row in r.results] == [4, 4]  # round 1, whole
+    assert not (tmp_path / "r.rounds" / "round-3.json").exists()  # no round after the failed one
+
+
+def test_a_task_that_cannot_load_is_one_error_and_no_receipt(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BENCHBOX_TEST_PID_FILE", str(tmp_path / "pids"))
+    monkeypatch.setenv("BENCHBOX_TEST_FAIL_LOAD", "0")
+    with pytest.raises(UsageError, match="fails on purpose"):
+        run(_cfg(tmp_path))
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_existing_rounds_are_not_replaced_without_overwrite(tmp_path: Path) -> None:
+    folder = rounds_folder(tmp_path / "r.json")
+    folder.mkdir()
+    (folder / "round-2.json").write_text("{}")
+    with pytest.raises(FieldError, match="round-2.json, a round of an earlier run"):
+        run(_cfg(tmp_path))
+    assert (folder / "round-2.json").read_text() == "{}" and not (tmp_path / "r.json").exists()
+    assert run(_cfg(tmp_path, overwrite=True)).receipt.is_complete
+
+
+def _cli(tmp_path: Path, *args: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "benchbox", "run", "--task", TASK,
+                             "--runner", "torch-eager", "--warmup", "1", "--fresh-processes",
+                             "--out", str(tmp_path / "r.json"), *args],
+                            cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def _wait_until(ok: object, proc: subprocess.Popen[bytes], timeout: float = 240.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if ok():  # type: ignore[operator]
+                return
+        except Exception:  # noqa: BLE001 - a receipt being written: look again
+            pass
+        assert proc.poll() is None, f"benchbox exited early ({proc.returncode})"
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_reaches_the_round_in_progress_and_the_rounds_so_far_are_joined(
+        tmp_path: Path, sig: int, code: int) -> None:
+    proc = _cli(tmp_path, "--samples", "600", "--repeats", "2", "--task-option", "sleep_ms=10")
+    second = tmp_path / "r.rounds" / "round-2.json"
+    try:
+        _wait_until(lambda: loaded(tmp_path / "r.rounds" / "round-1.json")["complete"] and second.exists(),
+                    proc)
+        time.sleep(1.0)  # round 2 is preparing or sampling its first case
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == code
+    lines = [x for x in err.decode().splitlines() if x.startswith("benchbox:")]
+    assert lines and "interrupted" in lines[-1] and "in round 2 of 2" in lines[-1], err.decode()[-2000:]
+    two = loaded(second)  # the worker stopped as a run stops: its receipt says so
+    assert two["interrupted"] is True and two["complete"] is False
+    r = loaded(tmp_path / "r.json")  # round 1, whole, marked interrupted
+    assert r["interrupted"] is True and r["complete"] is False
+    assert [len(x["samples_ns"]) for x in r["results"]] == [300, 300]
+
+
+def test_a_killed_parent_leaves_the_round_in_progress_to_finish(tmp_path: Path) -> None:
+    proc = _cli(tmp_path, "--samples", "200", "--repeats", "2", "--task-option", "sleep_ms=5")
+    first = tmp_path / "r.rounds" / "round-1.json"
+    try:
+        _wait_until(lambda: first.exists(), proc)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and not (first.exists() and loaded(first).get("complete")):
+            time.sleep(0.1)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    r = loaded(first)
+    assert r["complete"] is True and [len(x["samples_ns"]) for x in r["results"]] == [100, 100]
+    assert not (tmp_path / "r.json").exists()  # the rounds were never joined: `benchbox combine` can
