@@ -100,7 +100,7 @@ def _slowdown_us(tmp: Path, args: argparse.Namespace, *, loaded: bool = False) -
 
 def scenario(name: str, rep: int, tmp: Path, args: argparse.Namespace, slow_us: int) -> dict[str, Any]:
     """One BASE/HEAD pair of a scenario and the diff's exit code and verdicts."""
-    from benchbox.receipts.diff import DiffOptions, diff_files
+    from benchbox.receipts.diff import diff_files
 
     slow = slow_us if "slow" in name else 0
     if args.design == "sequential":
@@ -111,7 +111,7 @@ def scenario(name: str, rep: int, tmp: Path, args: argparse.Namespace, slow_us: 
     else:
         with Busy(name.startswith("shared-load")):  # one load for the whole pair
             base, head = _interleaved(name, rep, tmp, args, slow)
-    return _judged(diff_files(base, head, DiffOptions(metric=args.metric)))
+    return _judged(diff_files(base, head, _options(args)))
 
 
 def _interleaved(name: str, rep: int, tmp: Path, args: argparse.Namespace, slow: int) -> tuple[Path, Path]:
@@ -142,6 +142,13 @@ def _joined(runs: list[Path], out: Path) -> Path:
     return out
 
 
+def _options(args: argparse.Namespace) -> Any:
+    """The diff's options: ``--metric`` and the condition kinds ``--accept`` names."""
+    from benchbox.receipts.diff import DiffOptions
+
+    return DiffOptions(metric=args.metric, accept=frozenset(args.accept))
+
+
 def _judged(d: Any) -> dict[str, Any]:
     return {"exit_code": d.exit_code, "verdicts": dict(Counter(r.verdict for r in d.rows)),
             "reasons": sorted({r.reason.split(":")[0] for r in d.rows if r.verdict == "unreliable"})}
@@ -149,7 +156,7 @@ def _judged(d: Any) -> dict[str, Any]:
 
 def rediff(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
     """The scenarios judged again from kept receipts (NAME-REP-base/head.json) by this benchbox."""
-    from benchbox.receipts.diff import ComparisonRefused, DiffOptions, diff_files
+    from benchbox.receipts.diff import ComparisonRefused, diff_files
 
     out: dict[str, Any] = {}
     joined = Path(tempfile.mkdtemp(prefix="rediff-"))
@@ -168,7 +175,7 @@ def rediff(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
             if not (base.exists() and head.exists()):
                 continue
             try:
-                runs.append(_judged(diff_files(base, head, DiffOptions(metric=args.metric))))
+                runs.append(_judged(diff_files(base, head, _options(args))))
             except ComparisonRefused:  # a receipt kept before its run finished: not a pair
                 continue
         if runs:
@@ -195,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", default="tiny")
     ap.add_argument("--case", action="append", default=[], help="cases (default: all)")
     ap.add_argument("--metric", default="p50", choices=["p50", "p99", "both"])
+    ap.add_argument("--accept", action="append", default=[], metavar="KIND",
+                    help="judge rows anyway under this condition kind (as `diff --accept`; repeatable)")
     ap.add_argument("--slowdown", type=float, default=0.10, help="injected slowdown, fraction of p50")
     ap.add_argument("--design", default="interleaved", choices=["interleaved", "sequential"],
                     help="interleaved: the CI recipe's alternating single-round runs, combined; "

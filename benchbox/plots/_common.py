@@ -28,6 +28,8 @@ RUNNER_COLOURS: dict[str, str] = {
     "tensorrt": "#009E73",
 }
 _EXTRA_COLOURS = ("#CC79A7", "#D55E00", "#56B4E9", "#8C564B", "#7F7F7F", "#BCBD22")
+#: colours for series that are more than runners (runner · case), in the order they are handed out
+SERIES_COLOURS = (*RUNNER_COLOURS.values(), *_EXTRA_COLOURS)
 STAGE_COLOURS: dict[str, str] = {
     "parse": "#8dd3c7", "preprocess": "#80b1d3", "h2d": "#fdb462", "compute": "#fb8072",
     "d2h": "#bebada", "reduce": "#b3de69", "answer": "#fccde5", "serialize": "#bc80bd",
@@ -370,26 +372,15 @@ def fmt_value(v: float) -> str:
     return f"{v:.3g}"
 
 
-def log_subs(decades: float) -> tuple[float, ...]:
-    """Where a log axis spanning ``decades`` puts its labelled ticks within each decade: enough to
-    give at least four in view, few enough that their labels do not crowd."""
-    if decades < 1.5:
-        return (1.0, 2.0, 5.0)
-    if decades < 3.2:
-        return (1.0, 3.0)
-    return (1.0,)
+def set_value_axis(ax: Axes, log: bool, axis: str = "x") -> None:
+    """Log or linear axis with plain tick labels; a log axis gets :func:`set_log_ticks`."""
+    from matplotlib.ticker import FuncFormatter
 
-
-def set_value_axis(ax: Axes, log: bool, axis: str = "x", decades: float = 0.0) -> None:
-    """Log or linear axis with plain tick labels; on a log axis the ticks :func:`log_subs` picks for
-    data spanning ``decades``."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
-    target = ax.xaxis if axis == "x" else ax.yaxis
     if log:
         (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
-        target.set_major_locator(LogLocator(base=10, subs=log_subs(decades)))
-        target.set_minor_formatter(NullFormatter())
+        set_log_ticks(ax, axis)
+        return
+    target = ax.xaxis if axis == "x" else ax.yaxis
     target.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
 
 
@@ -418,14 +409,28 @@ def log_ticks(lo: float, hi: float, least: int = 4) -> list[float]:
     return ticks
 
 
+def _log_locator(least: int) -> Any:
+    """A matplotlib locator that puts a log axis's labelled ticks at :func:`log_ticks` of its view
+    when the figure is drawn, so later changes to the limits are followed."""
+    from matplotlib.ticker import Locator
+
+    class LogTicks(Locator):  # type: ignore[misc]
+        def __call__(self) -> list[float]:
+            return self.tick_values(*self.axis.get_view_interval())
+
+        def tick_values(self, vmin: float, vmax: float) -> list[float]:
+            return log_ticks(vmin, vmax, least)
+
+    return LogTicks()
+
+
 def set_log_ticks(ax: Axes, axis: str = "y", least: int = 4) -> None:
-    """Label a log axis at :func:`log_ticks` of its current view, as plain numbers (call once the
-    view's limits are final)."""
-    from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter
+    """Label a log axis at :func:`log_ticks` of its view (as drawn), as plain numbers; unlabelled
+    minor ticks at 2…9 of each decade. The one rule for every figure's log axes."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     target = ax.xaxis if axis == "x" else ax.yaxis
-    ticks = log_ticks(*(ax.get_xlim() if axis == "x" else ax.get_ylim()), least=least)
-    target.set_major_locator(FixedLocator(ticks))
+    target.set_major_locator(_log_locator(least))
     target.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
     target.set_minor_locator(LogLocator(base=10, subs=tuple(range(2, 10))))
     target.set_minor_formatter(NullFormatter())

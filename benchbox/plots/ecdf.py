@@ -37,8 +37,7 @@ def _panel(ax: Any, here: Sequence[Row], unit: Any, multi: bool, first_col: bool
     """One case: each row's ECDF, its p50 (marker by the row's flags) and p99 marked."""
     vals = [unit(v) for r in here for v in r.samples_ns]
     log = wide_spread(vals, 10.0)
-    lo_hi = (max(min(vals), 1e-12), max(max(vals), 1e-12)) if vals else (1.0, 1.0)  # all zero: no span
-    set_value_axis(ax, log, decades=math.log10(lo_hi[1] / lo_hi[0]))
+    set_value_axis(ax, log)
     if not log:
         from matplotlib.ticker import MaxNLocator
 

@@ -103,7 +103,7 @@ def _panel(ax: Any, nax: Any, q: tuple[str, str, str], rows: Sequence[Row], slot
     pts = [v for r in rows if r.measured for v in [r.stat(key), *(r.stat(cikey) or [])] if v]
     pts_u = [unit(v) for v in pts] or [1.0]
     log = wide_spread(pts_u)
-    set_value_axis(ax, log, decades=math.log10(max(pts_u) / min(pts_u)))
+    set_value_axis(ax, log)
     for s in slots:
         r = s.row
         if r is None:

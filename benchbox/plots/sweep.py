@@ -22,6 +22,7 @@ from benchbox.plots._common import (
     BASE_FONT,
     CAPTION_FONT,
     FLAG_MARKERS,
+    SERIES_COLOURS,
     LabelledReceipt,
     Measure,
     caption,
@@ -68,6 +69,11 @@ class Point:
     @property
     def busy(self) -> bool:
         return self.series.endswith("(busy)")
+
+    @property
+    def name(self) -> str:
+        """The series without its idle mode: the runner, or runner · case when several cases are drawn."""
+        return self.series.rsplit(" (", 1)[0]
 
     @property
     def stopped_at_bound(self) -> bool:
@@ -139,13 +145,13 @@ def _overload_marks(ax: Any, x: float, y: float, bound: bool, zorder: float = 5)
                 gid="overloaded:bound:ring")
 
 
-def _draw(ax: Any, pts: list[Point], unit: Any, panel: str) -> None:
+def _draw(ax: Any, pts: list[Point], unit: Any, panel: str, colours: dict[str, str]) -> None:
     from matplotlib.ticker import FuncFormatter
 
     drawn = {p.series for p in pts if panel != "gap" or p.x > 0}  # b2b alone makes no curve
     for s in [s for s in dict.fromkeys(p.series for p in pts) if s in drawn]:
         sp = sorted((p for p in pts if p.series == s), key=lambda p: p.x)
-        colour = runner_colour(sp[0].runner)
+        colour = colours[sp[0].name]
         for qname, key, cikey, style in QUANTS:
             xs = [p.x for p in sp]
             ys = [unit(getattr(p.row.summary, key) or 0) for p in sp]
@@ -179,14 +185,23 @@ def scale_note(ax: Any) -> str:
     return {"log": ", log scale", "symlog": ", log scale above 0.1"}.get(ax.get_xscale(), "")
 
 
+def series_colours(pts: Sequence[Point]) -> dict[str, str]:
+    """Each series name's colour: the runner's own when each runner is one series, else one colour
+    per runner · case (a runner's cases would otherwise look alike)."""
+    names = list(dict.fromkeys(p.name for p in pts))
+    runner_of = {p.name: p.runner for p in pts}
+    if len(names) == len(set(runner_of.values())):
+        return {n: runner_colour(runner_of[n]) for n in names}
+    return {n: SERIES_COLOURS[i % len(SERIES_COLOURS)] for i, n in enumerate(names)}
+
+
 def legend_handles(pts: Sequence[Point]) -> list[Any]:
-    """One legend for the figure: runners by colour, quantiles by line, idle modes by fill, flags by
-    shape, overload by the red marks (each only where it occurs)."""
+    """One legend for the figure: series (runners, or runner · case) by colour, quantiles by line,
+    idle modes by fill, flags by shape, overload by the red marks (each only where it occurs)."""
     from matplotlib.lines import Line2D
 
     grey = "#444444"
-    out: list[Any] = [Line2D([], [], color=runner_colour(r), lw=2, label=r)
-                      for r in dict.fromkeys(p.runner for p in pts)]
+    out: list[Any] = [Line2D([], [], color=c, lw=2, label=n) for n, c in series_colours(pts).items()]
     out += [Line2D([], [], color=grey, ls=style, lw=1.2, label=q) for q, _, _, style in QUANTS]
     modes = {p.busy for p in pts}
     out += [Line2D([], [], ls="", marker="o", ms=5, color=grey, mfc="white" if busy else grey, mew=1.2,
@@ -252,7 +267,7 @@ def figure(receipts: Sequence[LabelledReceipt]) -> Figure:
                                PANEL_W / width, PANEL_H / height))
             mine = [p for p in pts if p.contract == name and p.panel == panel]
             if mine:
-                _draw(ax, mine, unit, panel)
+                _draw(ax, mine, unit, panel, series_colours(pts))
             ax.set_xlabel(xlabel + scale_note(ax), fontsize=BASE_FONT)
             ax.set_ylabel(f"{name}\nlatency ({unit.name}, log scale)", fontsize=BASE_FONT)
             if i == 0 and j == len(panels) - 1:

@@ -4,8 +4,9 @@ Two kinds of difference make a comparison unreliable rather than a change: the r
 was flagged (noisy, unsettled) on either side while run-to-run spread is not measured (fewer
 than three rounds a side), or the environment differs in something
 that moves timings (CPU model or cores, load at start, GPU driver, clocks or throttle at
-start, library versions). Such rows get the verdict ``unreliable`` with the reason,
-never ``slower``; ``benchbox diff --accept KIND`` compares them anyway.
+start, library versions). A machine busy at start on either side counts as a load condition
+even when both sides were equally busy (:func:`load_difference`). Such rows get the verdict
+``unreliable`` with the reason, never ``slower``; ``benchbox diff --accept KIND`` compares them anyway.
 """
 
 from __future__ import annotations
@@ -107,6 +108,26 @@ def _gpu_changes(eb: Mapping[str, Any], eh: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def load_difference(eb: Mapping[str, Any], eh: Mapping[str, Any]) -> str | None:
+    """Why the load at start makes the comparison unreliable, or None.
+
+    The share of runs that started busy must agree: a side busy in more of its runs (a joined
+    receipt's rounds) ran under other conditions, whatever its busiest or first run says. And
+    a run that started busy shared the CPU with other work: how much of it each call got moved
+    its timings by up to 2× between runs of identical code (BENCHMARKS.md §4, a busy process on
+    every core for base and head alike), more than the spread of five rounds can bound. So a
+    busy start on either side is a condition too, even when both sides were equally busy.
+    """
+    lb, lh = busy_runs(eb), busy_runs(eh)
+    if lb is None or lh is None or (lb[0] == 0 and lh[0] == 0):
+        return None
+    text = f"BASE {_runs_text(eb, lb)}, HEAD {_runs_text(eh, lh)}"
+    if lb[0] * lh[1] == lh[0] * lb[1]:
+        text += (": both sides shared the CPU with other work, which moves timings more than a change is "
+                 "judged by")
+    return text
+
+
 def environment_differences(base: Receipt, head: Receipt) -> dict[str, str]:
     """Kind → reason for each difference in what moves timings between the two runs."""
     eb, eh = base.environment, head.environment
@@ -114,11 +135,9 @@ def environment_differences(base: Receipt, head: Receipt) -> dict[str, str]:
     cpu = [f"{k} {eb.get(k)} → {eh.get(k)}" for k in ("cpu", "cpu_count") if eb.get(k) != eh.get(k)]
     if cpu:
         out["cpu"] = ", ".join(cpu)
-    # the share of runs that started busy must agree: a side busy in more of its runs (a joined
-    # receipt's rounds) ran under other conditions, whatever its busiest or first run says
-    lb, lh = busy_runs(eb), busy_runs(eh)
-    if lb is not None and lh is not None and lb[0] * lh[1] != lh[0] * lb[1]:
-        out["load"] = f"BASE {_runs_text(eb, lb)}, HEAD {_runs_text(eh, lh)}"
+    load = load_difference(eb, eh)
+    if load:
+        out["load"] = load
     gpu = _gpu_changes(eb, eh)
     if gpu:
         out["gpu"] = ", ".join(gpu)

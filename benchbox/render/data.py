@@ -32,8 +32,17 @@ def receipt_summary(receipt: Receipt, path: str | None = None) -> dict[str, Any]
                              "hash": c.hash},
                 "task": {"name": receipt.task.name, "size": receipt.task.size},
                 "device": receipt.device, "created_at": receipt.created_at,
-                "complete": receipt.is_complete, "results": rows})
+                "complete": receipt.is_complete, "results": rows,
+                "comparisons": _comparisons(receipt)})
     return out
+
+
+def _comparisons(receipt: Receipt) -> dict[str, Any] | None:
+    """The runners against the baseline runner, as the table shows them (judged by the diff engine)."""
+    from benchbox.render.text import runner_comparisons
+
+    comp = runner_comparisons(receipt)
+    return comp.to_json() if comp is not None else None
 
 
 def contract_data(c: Any) -> dict[str, Any]:

@@ -146,6 +146,18 @@ def _event(line: str, label: str, ended: _Round, reporter: Reporter) -> None:
         reporter.note(f"{label}: {event['note']}")
 
 
+def _make_folder(folder: Path) -> Path:
+    """The rounds' folder, made if it is not there; anything but a directory there is refused."""
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        raise FieldError("out", f"{folder}, where the rounds' receipts go, is not a directory; remove it or "
+                                "choose another receipt path")
+    try:
+        folder.mkdir(exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"cannot make the rounds' folder {folder}: {e.strerror or e}") from None
+    return folder
+
+
 def _check_free(paths: list[Path], overwrite: bool) -> None:
     there = [p for p in paths if p.exists() or p.is_symlink()]
     if there and not overwrite:
@@ -158,8 +170,7 @@ def run_in_fresh_processes(cfg: RunConfig, names: list[str], reporter: Reporter)
     into one receipt per contract (``names``: the contracts' names, in the run's order)."""
     output = Output.claim(cfg.out, names, cfg.overwrite)
     try:
-        folder = rounds_folder(output.paths[0])
-        folder.mkdir(exist_ok=True)
+        folder = _make_folder(rounds_folder(output.paths[0]))
         sizes = round_sizes(cfg.samples, cfg.repeats)
         rounds = [out_paths(folder / f"round-{i + 1}.json", names) for i in range(len(sizes))]
         _check_free([p for paths in rounds for p in paths], cfg.overwrite)

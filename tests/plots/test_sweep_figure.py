@@ -144,3 +144,23 @@ def test_overloaded_points_are_marked_and_explained_once_in_the_legend(drawn: An
     for kind in ("overloaded:bound", "overloaded:util"):
         word = "stopped at" if kind.endswith("bound") else "util"
         assert (kind in kinds) == any(lab.startswith("overloaded") and word in lab for lab in labels), labels
+
+
+def test_a_runners_cases_get_colours_of_their_own_when_several_cases_are_drawn() -> None:
+    from benchbox.plots._common import runner_colour
+    from benchbox.plots.sweep import Point, series_colours
+
+    def pt(series: str, runner: str) -> Point:
+        return Point("c", "gap", 1.0, series, runner, row=None)
+
+    one_case = [pt("torch-eager (sleep)", "torch-eager"), pt("torch-eager (busy)", "torch-eager"),
+                pt("torch-compile (sleep)", "torch-compile")]
+    assert series_colours(one_case) == {"torch-eager": runner_colour("torch-eager"),
+                                        "torch-compile": runner_colour("torch-compile")}
+    cases = [pt("torch-eager · invoice (sleep)", "torch-eager"),
+             pt("torch-eager · outage (sleep)", "torch-eager"),
+             pt("torch-eager · outage (busy)", "torch-eager"),
+             pt("torch-compile · invoice (sleep)", "torch-compile")]
+    colours = series_colours(cases)
+    assert list(colours) == ["torch-eager · invoice", "torch-eager · outage", "torch-compile · invoice"]
+    assert len(set(colours.values())) == 3

@@ -124,6 +124,25 @@ def test_load_at_start_gpu_state_and_versions_are_conditions() -> None:
     assert d.rows[0].verdict in ("unchanged", "unresolved") and len(d.rows[0].accepted) == 3
 
 
+def test_a_machine_busy_on_both_sides_is_a_load_condition_too() -> None:
+    """Identical code on a machine whose every core was busy with other work, base and head
+    alike, diffed as a regression (BENCHMARKS.md §4): a busy start on either side is a condition."""
+    rng = np.random.default_rng(8)
+    key = ("torch-eager", "invoice")
+    busy = {"load": {"busy_fraction": 1.0}}
+    base = synthetic_receipt({key: _rounds(rng, 5, 400)}, repeats=5, environment=busy)
+    head = synthetic_receipt({key: _rounds(rng, 5, 400, scale=1.5)}, repeats=5, environment=busy)
+    d = diff_receipts(base, head)
+    assert d.rows[0].verdict == "unreliable" and d.exit_code == 3
+    assert "both sides shared the CPU" in d.rows[0].reason and d.rows[0].reason.startswith("load:")
+    assert diff_receipts(base, head, DiffOptions(accept=frozenset({"load"}))).rows[0].verdict == "slower"
+    idle = {"load": {"busy_fraction": 0.1}}
+    quiet = diff_receipts(
+        synthetic_receipt({key: _rounds(rng, 5, 400)}, repeats=5, environment=idle),
+        synthetic_receipt({key: _rounds(rng, 5, 400, scale=1.5)}, repeats=5, environment=idle))
+    assert quiet.rows[0].verdict == "slower"
+
+
 def test_a_noisy_row_is_unreliable_unless_accepted() -> None:
     rng = np.random.default_rng(6)
     key = ("torch-eager", "invoice")

@@ -76,3 +76,21 @@ def test_show_of_one_receipt_uses_the_engine_words(tmp_path: Path) -> None:
     line = next(x for x in out.splitlines() if x.strip().startswith("torch-eager") and "invoice" in x
                 and "×" not in x and "ratio" not in x and "valid" not in x)
     assert line.split()[-1] == "slower" and "indistinguishable" not in out
+
+
+def test_show_json_carries_the_runner_comparisons_judged_by_the_engine(tmp_path: Path) -> None:
+    rng = np.random.default_rng(23)
+    r = synthetic_receipt({("torch-compile", "invoice"): [1e6 * np.exp(rng.normal(0, 0.05, 400))],
+                           ("torch-eager", "invoice"): [2e6 * np.exp(rng.normal(0, 0.05, 400))]})
+    doc = r.to_json()
+    doc["settings"]["baseline"] = "torch-compile"
+    doc["comparisons"] = {"baseline": "torch-compile", "rows": [
+        {"case": "invoice", "runner": "torch-eager", "p50_ratio": 2.0, "p50_verdict": "indistinguishable"}]}
+    p = tmp_path / "one.json"
+    p.write_text(json.dumps(doc))
+    shown = json.loads(CliRunner().invoke(main, ["show", str(p), "--format", "json"]).output)
+    comp = shown["comparisons"]
+    assert comp["baseline"] == "torch-compile"
+    [row] = comp["rows"]
+    assert row["runner"] == "torch-eager" and row["p50_verdict"] == "slower"
+    assert 1.8 < row["p50_ratio"] < 2.2

@@ -100,6 +100,20 @@ def test_existing_rounds_are_not_replaced_without_overwrite(tmp_path: Path) -> N
     assert run(_cfg(tmp_path, overwrite=True)).receipt.is_complete
 
 
+def test_a_rounds_folder_that_is_not_a_directory_is_refused(tmp_path: Path) -> None:
+    folder = rounds_folder(tmp_path / "r.json")
+    folder.write_text("not a folder")
+    with pytest.raises(FieldError, match="is not a directory") as e:
+        run(_cfg(tmp_path))
+    assert e.value.field == "out" and folder.read_text() == "not a folder"
+    folder.unlink()
+    folder.symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    (tmp_path / "elsewhere").mkdir()
+    with pytest.raises(FieldError, match="is not a directory"):
+        run(_cfg(tmp_path))
+    assert not any((tmp_path / "elsewhere").iterdir())
+
+
 def _cli(tmp_path: Path, *args: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-m", "benchbox", "run", "--task", TASK,
                              "--runner", "torch-eager", "--warmup", "1", "--fresh-processes",
