@@ -112,6 +112,24 @@ class RunConfig:
                                 factory=dict)
     command: tuple[str, ...] = _f((), help="The command line, as recorded in the receipt.")
 
+    def to_json(self) -> dict[str, Any]:
+        """The configuration as JSON data (how a worker process receives it, :mod:`benchbox.run.worker`)."""
+        return {f.name: _as_json(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunConfig:
+        """The configuration :meth:`to_json` wrote (paths and tuples restored)."""
+        kw: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            if f.name in data:
+                v = data[f.name]
+                if f.name == "out" and v is not None:
+                    v = Path(v)
+                elif isinstance(default(f.name), tuple) and isinstance(v, list):
+                    v = tuple(v)
+                kw[f.name] = v
+        return cls(**kw)
+
     @property
     def contract_names(self) -> tuple[str, ...]:
         return self.contracts or (self.contract,)
@@ -217,6 +235,14 @@ class RunConfig:
     @property
     def chosen_baseline(self) -> str:
         return self.baseline or ("torch-compile" if "torch-compile" in self.runners else self.runners[0])
+
+
+def _as_json(v: Any) -> Any:
+    if isinstance(v, Path):
+        return str(v)
+    if isinstance(v, tuple):
+        return list(v)
+    return v
 
 
 def default(name: str) -> Any:

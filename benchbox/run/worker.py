@@ -1,19 +1,18 @@
 """One round of a run in fresh processes (:mod:`benchbox.run.workers`), in a process of its own.
 
-``python -m benchbox.run.worker`` reads a pickled :class:`~benchbox.run.config.RunConfig`
-(one round: ``repeats = 1``) on stdin, runs it and says how it goes as JSON lines on the file
-descriptor named by ``BENCHBOX_WORKER_FD``: ``{"note": text}`` per progress line and, for an
-error, ``{"error": line, "field": name or null}``. Its own stdout and stderr go where the
-parent sends them (a file beside the round's receipt). Exit 0: the receipt is written;
-2: an error before or while measuring (the line says which); 128 + N: signal N stopped it,
-its receipt keeping what was measured.
+``python -m benchbox.run.worker`` reads a :class:`~benchbox.run.config.RunConfig` as JSON
+(:meth:`~benchbox.run.config.RunConfig.to_json`; one round: ``repeats = 1``) on stdin, runs
+it and says how it goes as JSON lines on the file descriptor named by ``BENCHBOX_WORKER_FD``:
+``{"note": text}`` per progress line and, for an error, ``{"error": line, "field": name or
+null}``. Its own stdout and stderr go where the parent sends them (a file beside the round's
+receipt). Exit 0: the receipt is written; 2: an error before or while measuring (the line says
+which); 128 + N: signal N stopped it, its receipt keeping what was measured.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import pickle
 import sys
 from typing import IO, Any
 
@@ -45,12 +44,13 @@ class PipeReporter(Reporter):
 def main() -> int:
     from benchbox.errors import BenchboxError, FieldError
     from benchbox.run import interrupt
+    from benchbox.run.config import RunConfig
     from benchbox.run.sequence import run
 
     fd = os.environ.get(FD_VARIABLE)
     stream = os.fdopen(int(fd), "w", buffering=1) if fd else sys.stdout
     reporter = PipeReporter(stream)
-    cfg = pickle.load(sys.stdin.buffer)
+    cfg = RunConfig.from_json(json.load(sys.stdin))
     interrupt.PROCESS_EXITS_ON_INTERRUPT = True
     try:
         run(cfg, reporter=reporter)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import pickle
 import signal
 import subprocess
 import sys
@@ -102,9 +101,19 @@ def _worker_env(fd: int) -> dict[str, str]:
     return env
 
 
+def _payload(cfg: RunConfig) -> bytes:
+    """The configuration as the worker reads it: JSON (FieldError if an option is not JSON data)."""
+    try:
+        return json.dumps(cfg.to_json(), allow_nan=False).encode()
+    except (TypeError, ValueError) as e:
+        raise FieldError("fresh_processes", f"the configuration must be JSON data to reach a worker "
+                                            f"process ({e})") from None
+
+
 def _run_round(cfg: RunConfig, label: str, output_file: Path, reporter: Reporter,
                forward: _Forward) -> _Round:
     """Run one round's worker to its end, passing its progress lines to ``reporter``."""
+    data = _payload(cfg)
     r, w = os.pipe()
     with open(output_file, "ab") as out:
         proc = subprocess.Popen([sys.executable, "-m", "benchbox.run.worker"], stdin=subprocess.PIPE,
@@ -116,7 +125,7 @@ def _run_round(cfg: RunConfig, label: str, output_file: Path, reporter: Reporter
     try:
         assert proc.stdin is not None
         try:
-            proc.stdin.write(pickle.dumps(cfg))
+            proc.stdin.write(data)
             proc.stdin.close()
         except BrokenPipeError:
             pass
@@ -168,6 +177,7 @@ def _check_free(paths: list[Path], overwrite: bool) -> None:
 def run_in_fresh_processes(cfg: RunConfig, names: list[str], reporter: Reporter) -> RunOutcome:
     """Measure ``cfg`` in ``cfg.repeats`` rounds, each in a fresh worker process, and join them
     into one receipt per contract (``names``: the contracts' names, in the run's order)."""
+    _payload(cfg)
     output = Output.claim(cfg.out, names, cfg.overwrite)
     try:
         folder = _make_folder(rounds_folder(output.paths[0]))

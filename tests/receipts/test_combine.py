@@ -71,8 +71,8 @@ def test_the_cli_writes_a_receipt_that_diff_reads(two_runs: list[Path], tmp_path
     assert json.loads(out.read_text())["results"][0]["round_sizes"] == [12, 12]
     again = cli.invoke(main, ["combine", *map(str, two_runs), "-o", str(out)])
     assert again.exit_code == 2 and "exists" in again.output
-    # the same rounds on both sides: no change, whatever this machine's noise flags
-    d = cli.invoke(main, ["diff", str(out), str(out), "--format", "json", "--accept", "noisy,unsettled"])
+    # the same rounds on both sides: no change, whatever this machine's noise flags and load at start
+    d = cli.invoke(main, ["diff", str(out), str(out), "--format", "json", "--accept", "noisy,unsettled,load"])
     assert d.exit_code == 0, d.output
 
 
@@ -142,11 +142,19 @@ def test_a_side_busy_in_more_of_its_runs_is_unreliable_even_when_both_have_a_bus
                       DiffOptions(accept=frozenset({"noisy", "unsettled"})))
     assert {r.verdict for r in d.rows} == {"unreliable"}
     assert all("busy at start in 1 of 2 runs" in r.reason and "2 of 2" in r.reason for r in d.rows)
-    # the same share on both sides is the same condition
+    # the same share on both sides: no longer a difference, but runs that started busy still shared
+    # the CPU with other work, so the rows stay unreliable, saying so
     write_receipt(tmp_path / "head2.json", combine([_at_load(a, 0.9), _at_load(b, 0.0)], ["a", "b"]))
     same = diff_receipts(load_receipt(tmp_path / "base.json"), load_receipt(tmp_path / "head2.json"),
                          DiffOptions(accept=frozenset({"noisy", "unsettled"})))
-    assert not any("load" in r.reason for r in same.rows)
+    assert {r.verdict for r in same.rows} == {"unreliable"}
+    assert all("both sides shared the CPU" in r.reason for r in same.rows)
+    # idle in every run on both sides: no load condition
+    write_receipt(tmp_path / "idle1.json", combine([_at_load(a, 0.0), _at_load(b, 0.1)], ["a", "b"]))
+    write_receipt(tmp_path / "idle2.json", combine([_at_load(a, 0.2), _at_load(b, 0.0)], ["a", "b"]))
+    idle = diff_receipts(load_receipt(tmp_path / "idle1.json"), load_receipt(tmp_path / "idle2.json"),
+                         DiffOptions(accept=frozenset({"noisy", "unsettled"})))
+    assert not any("load" in r.reason for r in idle.rows)
 
 
 def test_combine_never_replaces_what_is_at_its_output(two_runs: list[Path], tmp_path: Path) -> None:

@@ -68,6 +68,17 @@ def test_fresh_processes_need_two_rounds_and_a_task_found_by_name(tmp_path: Path
     assert line.startswith("benchbox: error: --fresh-processes:")
 
 
+def test_the_configuration_reaches_a_worker_as_json_and_back_unchanged(tmp_path: Path) -> None:
+    import json
+
+    cfg = _cfg(tmp_path, contracts=("public_task_call_wall", "model_io_wall"), cases=("alpha",),
+               runner_options={"torch-eager": {"x": 1}}, labels={"k": "v"}, command=("benchbox", "run"))
+    assert RunConfig.from_json(json.loads(json.dumps(cfg.to_json()))) == cfg
+    with pytest.raises(FieldError, match="must be JSON data") as e:
+        run(_cfg(tmp_path, task_options={"sleep_ms": 1, "where": object()}))
+    assert e.value.field == "fresh_processes" and not (tmp_path / "r.rounds").exists()
+
+
 def test_a_failed_round_ends_the_rounds_and_keeps_the_earlier_ones(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BENCHBOX_TEST_PID_FILE", str(tmp_path / "pids"))
@@ -114,11 +125,11 @@ def test_a_rounds_folder_that_is_not_a_directory_is_refused(tmp_path: Path) -> N
     assert not any((tmp_path / "elsewhere").iterdir())
 
 
-def _cli(tmp_path: Path, *args: str) -> subprocess.Popen[bytes]:
+def _cli(tmp_path: Path, *args: str, **env: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-m", "benchbox", "run", "--task", TASK,
                              "--runner", "torch-eager", "--warmup", "1", "--fresh-processes",
                              "--out", str(tmp_path / "r.json"), *args],
-                            cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)},
+                            cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO), **env},
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
@@ -133,6 +144,15 @@ def _wait_until(ok: object, proc: subprocess.Popen[bytes], timeout: float = 240.
         assert proc.poll() is None, f"benchbox exited early ({proc.returncode})"
         time.sleep(0.05)
     raise AssertionError("timed out")
+
+
+def _alive(pid: int) -> bool:
+    """Whether the process runs (a zombie waiting to be reaped has ended)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
 
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
@@ -161,7 +181,9 @@ def test_a_signal_reaches_the_round_in_progress_and_the_rounds_so_far_are_joined
 
 
 def test_a_killed_parent_leaves_the_round_in_progress_to_finish(tmp_path: Path) -> None:
-    proc = _cli(tmp_path, "--samples", "200", "--repeats", "2", "--task-option", "sleep_ms=5")
+    pids = tmp_path / "pids"
+    proc = _cli(tmp_path, "--samples", "200", "--repeats", "2", "--task-option", "sleep_ms=5",
+                BENCHBOX_TEST_PID_FILE=str(pids))
     first = tmp_path / "r.rounds" / "round-1.json"
     try:
         _wait_until(lambda: first.exists(), proc)
@@ -176,4 +198,9 @@ def test_a_killed_parent_leaves_the_round_in_progress_to_finish(tmp_path: Path) 
             proc.wait()
     r = loaded(first)
     assert r["complete"] is True and [len(x["samples_ns"]) for x in r["results"]] == [100, 100]
+    [worker] = pids.read_text().split()  # one round ran, in its own process; wait for it to exit
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and _alive(int(worker)):
+        time.sleep(0.1)
+    assert not _alive(int(worker))
     assert not (tmp_path / "r.json").exists()  # the rounds were never joined: `benchbox combine` can
