@@ -62,8 +62,9 @@ def test_diff_plot_and_show_agree_on_every_verdict(tmp_path: Path) -> None:
     assert set(diff.values()) <= set(VERDICTS)
 
 
-def test_show_of_one_receipt_uses_the_engine_words(tmp_path: Path) -> None:
-    rng = np.random.default_rng(22)
+def _stale_comparison(tmp_path: Path, seed: int) -> Path:
+    """A receipt (eager twice as slow as compile) whose stored comparison has an older word."""
+    rng = np.random.default_rng(seed)
     r = synthetic_receipt({("torch-compile", "invoice"): [1e6 * np.exp(rng.normal(0, 0.05, 400))],
                            ("torch-eager", "invoice"): [2e6 * np.exp(rng.normal(0, 0.05, 400))]})
     doc = r.to_json()
@@ -72,6 +73,11 @@ def test_show_of_one_receipt_uses_the_engine_words(tmp_path: Path) -> None:
         {"case": "invoice", "runner": "torch-eager", "p50_ratio": 2.0, "p50_verdict": "indistinguishable"}]}
     p = tmp_path / "one.json"
     p.write_text(json.dumps(doc))
+    return p
+
+
+def test_show_of_one_receipt_uses_the_engine_words(tmp_path: Path) -> None:
+    p = _stale_comparison(tmp_path, 22)
     out = CliRunner().invoke(main, ["show", str(p)]).output
     line = next(x for x in out.splitlines() if x.strip().startswith("torch-eager") and "invoice" in x
                 and "×" not in x and "ratio" not in x and "valid" not in x)
@@ -79,15 +85,7 @@ def test_show_of_one_receipt_uses_the_engine_words(tmp_path: Path) -> None:
 
 
 def test_show_json_carries_the_runner_comparisons_judged_by_the_engine(tmp_path: Path) -> None:
-    rng = np.random.default_rng(23)
-    r = synthetic_receipt({("torch-compile", "invoice"): [1e6 * np.exp(rng.normal(0, 0.05, 400))],
-                           ("torch-eager", "invoice"): [2e6 * np.exp(rng.normal(0, 0.05, 400))]})
-    doc = r.to_json()
-    doc["settings"]["baseline"] = "torch-compile"
-    doc["comparisons"] = {"baseline": "torch-compile", "rows": [
-        {"case": "invoice", "runner": "torch-eager", "p50_ratio": 2.0, "p50_verdict": "indistinguishable"}]}
-    p = tmp_path / "one.json"
-    p.write_text(json.dumps(doc))
+    p = _stale_comparison(tmp_path, 23)
     shown = json.loads(CliRunner().invoke(main, ["show", str(p), "--format", "json"]).output)
     comp = shown["comparisons"]
     assert comp["baseline"] == "torch-compile"
