@@ -68,21 +68,25 @@ def load_receipt(path: PathLike) -> Receipt:
 
 
 def diff(base: PathLike | Receipt, head: PathLike | Receipt, *, threshold: float | None = None,
-         metric: str | None = None, alpha: float | None = None, accept: Sequence[str] = ()) -> DiffResult:
+         metric: str | None = None, alpha: float | None = None, accept: Sequence[str] = (),
+         drift: float | None = None) -> DiffResult:
     """Compare two receipts (paths or loaded) row by row, as ``benchbox diff`` does.
 
     ``threshold`` is a fraction (0.05 = 5%); ``metric`` is ``p50``, ``p99`` or ``both``;
     ``threshold``, ``metric`` and ``alpha`` left out (None) take
     :class:`~benchbox.receipts.diff.DiffOptions`' defaults;
     ``accept`` names kinds of difference to compare across (device, model, options,
-    incomplete, noisy, unsettled, cpu, load, gpu, versions). The result's ``rows`` carry the
-    verdicts; ``exit_code`` is 1 on a regression, 3 when no regression was found but some
-    rows were unreliable. Receipts under different contracts raise
+    incomplete, noisy, unsettled, cpu, load, gpu, versions, machine, pacing); ``drift`` is the
+    run-to-run spread (sd of a process's log-quantile, 0.05 ≈ 5%) to take for a side of one
+    process. The result's ``rows`` carry the verdicts; ``exit_code`` is 1 on a regression, 3
+    when no regression was found but some rows were unreliable or none could be judged.
+    Receipts under different contracts raise
     :class:`~benchbox.receipts.diff.ComparisonRefused`.
     """
     from benchbox.receipts.diff import DiffOptions, accept_kinds, diff_receipts
 
-    opts = DiffOptions(**_given(threshold=threshold, metric=metric, alpha=alpha), accept=accept_kinds(accept))
+    opts = DiffOptions(**_given(threshold=threshold, metric=metric, alpha=alpha, drift=drift),
+                       accept=accept_kinds(accept))
     names = [str(x) if isinstance(x, (str, Path)) else label for x, label in ((base, "BASE"), (head, "HEAD"))]
     return diff_receipts(_loaded(base), _loaded(head), opts, *names)
 

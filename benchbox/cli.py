@@ -20,7 +20,7 @@ import click
 from benchbox import __version__
 from benchbox.contracts import IDLE_MODES
 from benchbox.errors import BenchboxError, FieldError, UsageError
-from benchbox.run.config import DTYPES, default, help_text
+from benchbox.run.config import DTYPES, GC_MODES, default, help_text
 from benchbox.runners import ENTRIES, CliAlias
 from benchbox.selfcheck import RUNNERS as SELFCHECK_RUNNERS
 from benchbox.sweep import SweepConfig
@@ -30,13 +30,14 @@ FLAGS: dict[str, dict[str, str]] = {
     "run": {"contract": "--contract", "contracts": "--contract", "task": "--task", "size": "--size",
             "dtype": "--dtype", "runners": "--runner", "cases": "--case", "device": "--device",
             "threads": "--threads", "warmup": "--warmup", "samples": "--samples", "repeats": "--repeats",
-            "fresh_processes": "--fresh-processes", "target_ci": "--target-ci",
+            "fresh_processes": "--fresh-processes", "gc_mode": "--gc", "target_ci": "--target-ci",
             "max_samples": "--max-samples", "max_time_s": "--max-time",
             "out": "--out", "overwrite": "--overwrite", "case_time_limit_s": "--case-time-limit",
             "baseline": "--baseline", "runner_options": "--runner-option", "task_options": "--task-option",
             "gates": "--gate", "labels": "--label", "gap_ms": "--gap", "rate_per_s": "--rate",
             "idle": "--idle", "max_backlog": "--max-backlog", "max_queue_ms": "--max-queue"},
-    "diff": {"threshold": "--threshold", "metric": "--metric", "alpha": "--alpha", "accept": "--accept"},
+    "diff": {"threshold": "--threshold", "metric": "--metric", "alpha": "--alpha", "accept": "--accept",
+             "drift": "--drift"},
     "plot": {"threshold": "--threshold", "metric": "--metric", "accept": "--accept"},
     "sweep": {"contract": "--contract", "contracts": "--contract", "task": "--task", "size": "--size",
               "dtype": "--dtype", "runners": "--runner", "cases": "--case", "device": "--device",
@@ -193,6 +194,12 @@ def _percent(raw: str | None, flag: str) -> float | None:
         return float(raw.strip().removesuffix("%").strip())
     except ValueError:
         raise UsageError(f"{flag} expects a percentage such as 1 or 1%, got {raw!r}") from None
+
+
+def _fraction(raw: str | None, flag: str) -> float | None:
+    """A percentage as a fraction ('5%' → 0.05); None stays None."""
+    pct = _percent(raw, flag)
+    return None if pct is None else pct / 100
 
 
 #: units a gap may be written in, in milliseconds
@@ -391,7 +398,8 @@ def main() -> None:
 @_config_option("--warmup", "warmup", type=int)
 @_config_option("--samples", "samples", type=int)
 @_config_option("--repeats", "repeats", type=int, metavar="K")
-@_config_option("--fresh-processes", "fresh_processes", is_flag=True)
+@_config_option("--fresh-processes/--in-process", "fresh_processes")
+@_config_option("--gc", "gc_mode", type=click.Choice(GC_MODES))
 @_config_option("--target-ci", "target_ci", metavar="PCT")
 @_config_option("--max-samples", "max_samples", type=int)
 @_config_option("--max-time", "max_time_s", type=float)
@@ -442,7 +450,8 @@ def _run_config(contracts_: tuple[str, ...], task: str, size: str, dtype: str, r
                 case_time_limit_s: float, runner_option: tuple[str, ...], baseline: str | None,
                 task_option: tuple[str, ...], gate: tuple[str, ...], label: tuple[str, ...], out: Path | None,
                 gap_ms: str | None, rate_per_s: str | None, idle: str | None, max_backlog: int,
-                max_queue_ms: float, overwrite: bool, fresh_processes: bool = False, **aliases: Any) -> Any:
+                max_queue_ms: float, overwrite: bool, fresh_processes: bool = True, gc_mode: str = "on",
+                **aliases: Any) -> Any:
     """The RunConfig that ``benchbox run``'s options ask for."""
     from benchbox.run import DEFAULT_RUNNERS, RunConfig
 
@@ -451,6 +460,7 @@ def _run_config(contracts_: tuple[str, ...], task: str, size: str, dtype: str, r
         contract=contracts_[0], contracts=tuple(contracts_) if len(contracts_) > 1 else (),
         task=task, size=size, dtype=dtype, runners=runners, cases=tuple(cases_), device=device,
         threads=threads, warmup=warmup, samples=samples, repeats=repeats, fresh_processes=fresh_processes,
+        gc_mode=gc_mode,
         target_ci=_percent(target_ci, "--target-ci"),
         max_samples=max_samples, max_time_s=max_time_s, case_time_limit_s=case_time_limit_s, out=out,
         overwrite=overwrite, baseline=baseline,
@@ -626,24 +636,29 @@ def _diff_in_flags(result: Any) -> Any:
 @click.option("--accept", multiple=True,
               help="Compare rows despite this kind of difference: declared (device, model, options, "
                    "incomplete: a receipt of an unfinished run) or conditions (noisy, unsettled, cpu, "
-                   "load, gpu, versions) (repeatable).")
+                   "load, gpu, versions, machine, pacing) (repeatable).")
 @click.option("--alpha", type=float, **_diff_default("alpha"),
               help="Family-wise error rate (Holm across rows; halved per family with --metric both).")
+@click.option("--drift", metavar="PCT", default=None,
+              help="Run-to-run spread measured elsewhere (the sd of a process's log-p50, in percent: 5 or "
+                   "5%), taken for a side of one process; default: the other side's spread, else the "
+                   "largest measured between processes.")
 @click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table",
               show_default=True, help="table for the terminal, markdown for a pull request, json for tools.")
 def diff(base: Path, head: Path, threshold: str, metric: str, accept: tuple[str, ...], alpha: float,
-         fmt: str) -> None:
+         drift: str | None, fmt: str) -> None:
     """Compare two receipts row by row.
 
     Exit 0: no regression; 1: a slower or newly invalid row; 2: a refused comparison or
-    unusable input; 3: no regression found, but some rows were unreliable (conditions).
+    unusable input; 3: no regression found, but some rows were unreliable (conditions) or
+    none could be judged.
     """
     from benchbox import api, render
     from benchbox.receipts.diff import ComparisonRefused
 
     try:
         result = api.diff(base, head, threshold=_threshold(threshold), metric=metric, alpha=alpha,
-                          accept=accept)
+                          accept=accept, drift=_fraction(drift, "--drift"))
     except ComparisonRefused as e:
         render.write_step_summary(render.refused_markdown(_flagged(str(e), "diff")))
         raise

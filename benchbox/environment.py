@@ -107,7 +107,7 @@ def load_at_start(window_s: float = 0.5) -> dict[str, Any]:
 
 
 def _nvidia_smi(index: int) -> dict[str, Any]:
-    fields = "driver_version,clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw"
+    fields = "driver_version,clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw,power.limit"
     try:
         r = subprocess.run(["nvidia-smi", f"--id={index}", f"--query-gpu={fields}",
                             "--format=csv,noheader,nounits"],
@@ -118,7 +118,7 @@ def _nvidia_smi(index: int) -> dict[str, Any]:
         return {}
     vals = [v.strip() for v in r.stdout.strip().split(",")]
     return dict(zip(["driver", "sm_clock_mhz", "mem_clock_mhz", "max_sm_clock_mhz",
-                     "temperature_c", "power_w"], vals))
+                     "temperature_c", "power_w", "power_limit_w"], vals))
 
 
 def cpu_governors() -> dict[str, int]:

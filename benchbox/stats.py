@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -192,15 +193,6 @@ def floor_resolvable(delta_ns: float, floor_ns: float | None, multiple: float = 
     return abs(delta_ns) >= multiple * floor_ns
 
 
-def floor_for(calibration: dict[str, Any] | None, clock_used: str) -> int | None:
-    """The floor of a result measured with ``clock_used`` ("host" or "device"), from a receipt."""
-    if not calibration:
-        return None
-    floors = calibration.get("floors") or {}
-    v = floors.get(clock_used)
-    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
 def caveats(summary: dict[str, Any], steady: dict[str, Any] | None = None,
             cv_limit: float = NOISE_CV, outlier_limit: float = NOISE_OUTLIER_FRACTION) -> list[str]:
     """Reasons to read a result with care: unresolved intervals, noise, an unsettled run."""
@@ -220,177 +212,7 @@ def caveats(summary: dict[str, Any], steady: dict[str, Any] | None = None,
     return out
 
 
-# --- two-sample comparisons ---
-# Base sample ``a`` against head sample ``b``: a rank test that holds under unequal
-# spreads (Brunner-Munzel), a BCa bootstrap interval for the ratio of quantiles
-# q(b) / q(a), a tail test for high quantiles, and Holm's step-down correction.
-
-#: Bootstrap resamples used by ratio_ci unless told otherwise.
-RATIO_CI_RESAMPLES = 2000
-#: Fewest samples per side for which ratio_ci gives an interval.
-RATIO_CI_MIN_N = 5
-
-
-def brunner_munzel(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> float:
-    """Two-sided Brunner-Munzel p-value for "a and b are stochastically equal".
-
-    Valid when the two sides have different spreads. Same statistic and t approximation
-    as scipy.stats.brunnermunzel, computed from the sorted samples with searchsorted
-    (no rank table), so a thousand rows of a thousand samples take a fraction of a second.
-    Degenerate inputs (all values equal) give 1.0; complete separation, where the
-    statistic is undefined, falls back to the Mann-Whitney p-value.
-    """
-    from scipy.special import stdtr
-
-    x = np.sort(np.asarray(a, dtype=np.float64))
-    y = np.sort(np.asarray(b, dtype=np.float64))
-    nx, ny = len(x), len(y)
-    if nx < 2 or ny < 2 or x[0] == x[-1] == y[0] == y[-1]:
-        return 1.0
-
-    def midranks(v: np.ndarray, within: np.ndarray) -> np.ndarray:
-        lo = np.searchsorted(within, v, "left")
-        return lo + (np.searchsorted(within, v, "right") - lo + 1) / 2.0
-
-    def others(v: np.ndarray, other: np.ndarray) -> np.ndarray:
-        lo = np.searchsorted(other, v, "left")
-        return lo + (np.searchsorted(other, v, "right") - lo) / 2.0
-
-    rx, ry = midranks(x, x), midranks(y, y)
-    cx, cy = rx + others(x, y), ry + others(y, x)  # ranks in the combined sample
-    mx, my = cx.mean(), cy.mean()
-    sx = float(np.sum((cx - rx - mx + (nx + 1) / 2.0) ** 2)) / (nx - 1)
-    sy = float(np.sum((cy - ry - my + (ny + 1) / 2.0) ** 2)) / (ny - 1)
-    var = nx * sx + ny * sy
-    if var <= 0.0:
-        from scipy.stats import mannwhitneyu
-
-        p = float(mannwhitneyu(x, y, alternative="two-sided").pvalue)
-        return p if np.isfinite(p) else 1.0
-    w = nx * ny * (my - mx) / ((nx + ny) * np.sqrt(var))
-    df = var**2 / ((nx * sx) ** 2 / (nx - 1) + (ny * sy) ** 2 / (ny - 1))
-    return float(min(1.0, 2.0 * stdtr(df, -abs(w))))
-
-
-def _quantile_sorted(x: np.ndarray, q: float) -> float:
-    """numpy's linear-interpolation quantile of an already sorted array."""
-    h = (len(x) - 1) * q
-    k = int(np.floor(h))
-    f = h - k
-    if f == 0.0 or k + 1 >= len(x):
-        return float(x[k])
-    return float(x[k] + f * (x[k + 1] - x[k]))
-
-
-def _bootstrap_quantiles(x: np.ndarray, q: float, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
-    """The q-quantile of ``n_resamples`` bootstrap resamples of sorted ``x``, drawn exactly.
-
-    The k-th smallest of n uniform draws is Beta(k, n + 1 - k); a resample's k-th order
-    statistic is then x[ceil(n·U_(k)) - 1]. The next order statistic, given U_(k), is
-    U_(k) + (1 - U_(k))·Beta(1, n - k). So each resampled quantile costs O(1), not O(n).
-    """
-    n = len(x)
-    h = (n - 1) * q
-    k = int(np.floor(h))  # 0-based order statistic below the quantile
-    f = h - k
-    u = rng.beta(k + 1, n - k, size=n_resamples)
-    lo = x[np.clip(np.ceil(n * u).astype(np.int64) - 1, 0, n - 1)]
-    if f == 0.0 or k + 1 >= n:
-        return lo.astype(np.float64)
-    # Beta(1, m) is 1 - V**(1/m) for uniform V: far cheaper than a general beta draw
-    u2 = u + (1.0 - u) * (1.0 - rng.random(n_resamples) ** (1.0 / (n - k - 1)))
-    hi = x[np.clip(np.ceil(n * u2).astype(np.int64) - 1, 0, n - 1)]
-    return lo + f * (hi.astype(np.float64) - lo)
-
-
-def _jackknife_quantiles(x: np.ndarray, q: float) -> np.ndarray:
-    """The q-quantile of sorted ``x`` with each element left out in turn (vectorised)."""
-    n = len(x)
-    m = n - 1
-    h = (m - 1) * q
-    k = int(np.floor(h))
-    f = h - k
-    i = np.arange(n)
-    j0 = k + (k >= i)
-    v = x[j0].astype(np.float64)
-    if f == 0.0 or k + 1 >= m:
-        return v
-    j1 = (k + 1) + (k + 1 >= i)
-    return v + f * (x[j1] - v)
-
-
-def ratio_ci(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, q: float = 0.5,
-             level: float = 0.95, *, n_resamples: int = RATIO_CI_RESAMPLES,
-             seed: int = 0) -> tuple[float, float] | None:
-    """BCa bootstrap interval for the ratio q-quantile(b) / q-quantile(a).
-
-    Two independent samples are resampled separately (``n_resamples`` times, fixed
-    ``seed``, so the interval is reproducible); the bias correction and acceleration
-    follow scipy.stats.bootstrap(method="BCa") for multi-sample statistics, with
-    the jackknife computed in closed form on the sorted samples. Returns None when a
-    side has fewer than RATIO_CI_MIN_N samples or its quantile is not positive.
-    """
-    from scipy.special import ndtr, ndtri
-
-    x = np.sort(np.asarray(a, dtype=np.float64))
-    y = np.sort(np.asarray(b, dtype=np.float64))
-    if len(x) < RATIO_CI_MIN_N or len(y) < RATIO_CI_MIN_N or not 0.0 < level < 1.0:
-        return None
-    qa, qb = _quantile_sorted(x, q), _quantile_sorted(y, q)
-    if not qa > 0.0 or not qb >= 0.0:
-        return None
-    theta = qb / qa
-    rng = np.random.default_rng(seed)
-    ba = _bootstrap_quantiles(x, q, n_resamples, rng)
-    bb = _bootstrap_quantiles(y, q, n_resamples, rng)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        boot = bb / ba
-    boot = boot[np.isfinite(boot)]
-    if len(boot) == 0:
-        return None
-    if boot.min() == boot.max():
-        return float(boot[0]), float(boot[0])
-    alpha = (1.0 - level) / 2
-    pct = (np.count_nonzero(boot < theta) + np.count_nonzero(boot <= theta)) / (2.0 * len(boot))
-    if not 0.0 < pct < 1.0:
-        # the observed ratio lies outside the bootstrap distribution: BCa is undefined,
-        # so fall back to the percentile interval
-        lo, hi = np.percentile(boot, [100 * alpha, 100 * (1 - alpha)])
-        return float(lo), float(hi)
-    z0 = float(ndtri(pct))
-    # jackknife acceleration, one leave-one-out set per sample (as scipy does)
-    num = den = 0.0
-    for jack in (qb / _jackknife_quantiles(x, q), _jackknife_quantiles(y, q) / qa):
-        jack = jack[np.isfinite(jack)]
-        nj = len(jack)
-        u = (nj - 1) * (jack.mean() - jack)
-        num += float((u**3).sum()) / nj**3
-        den += float((u**2).sum()) / nj**2
-    acc = num / (6.0 * den**1.5) if den > 0 else 0.0
-    za = float(ndtri(alpha))
-    a1 = float(ndtr(z0 + (z0 + za) / (1 - acc * (z0 + za))))
-    a2 = float(ndtr(z0 + (z0 - za) / (1 - acc * (z0 - za))))
-    lo, hi = np.percentile(boot, [100 * a1, 100 * a2])
-    return float(lo), float(hi)
-
-
-def tail_test(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray,
-              q: float = 0.99) -> tuple[float, int, int, float]:
-    """Exceedance test for a tail change: Fisher's exact test on counts above the pooled q-quantile.
-
-    Returns (two-sided p-value, exceedances in a, exceedances in b, the pooled threshold).
-    Rank tests barely see a change confined to the tail; this counts it directly.
-    """
-    from scipy.stats import fisher_exact
-
-    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    t = float(np.quantile(np.concatenate([x, y]), q))
-    ea, eb = int(np.count_nonzero(x > t)), int(np.count_nonzero(y > t))
-    if ea + eb == 0:
-        return 1.0, 0, 0, t
-    p = float(fisher_exact([[ea, len(x) - ea], [eb, len(y) - eb]]).pvalue)
-    return min(1.0, p), ea, eb, t
-
+# --- comparisons: Holm's step-down correction over a family of tests ---
 
 def holm(pvalues: Sequence[float]) -> list[float]:
     """Holm's step-down adjusted p-values (same order as given), monotone and capped at 1."""
@@ -405,82 +227,204 @@ def holm(pvalues: Sequence[float]) -> list[float]:
     return [float(v) for v in out]
 
 
-# --- rounds: run-to-run variance ---
-# A run may take its samples in independent rounds (``benchbox run --repeats K``). Samples of
-# one round are not independent draws from "the machine": the spread between rounds is
-# run-to-run variance. The interval of a ratio resamples rounds, then samples within them.
+# --- replications: the process is the unit ---
+# Samples of one process are not independent draws from "the code's speed": what a process
+# decides once (memory layout, hash seed, thread placement, compile draws) moves all of them.
+# A comparison across runs therefore rests on one number per process and side — the log of the
+# process's quantile — and on the spread of those numbers: Welch's t on the replications'
+# log-quantiles, its Satterthwaite degrees of freedom, and a floor for the spread from the
+# quantile's own sampling error. benchmarks/diff_calibration.py measures its coverage, false
+# alarm rate and power for 1–8 processes a side at run-to-run drift of 0–20%.
 
-#: Bootstrap resamples of the hierarchical interval unless told otherwise.
-HIER_RESAMPLES = 2000
-
-
-def log_quantile_bootstrap(rounds: Sequence[np.ndarray], q: float, n_resamples: int,
-                           rng: np.random.Generator) -> np.ndarray:
-    """log of the q-quantile of ``n_resamples`` hierarchical bootstrap resamples.
-
-    Each resample draws as many rounds as there are, with replacement, then within each
-    drawn round as many samples as it holds, with replacement, and takes the quantile of
-    the pooled draw. One round is the ordinary bootstrap (drawn exactly, in O(1) per
-    resample, from the order statistics).
-    """
-    if len(rounds) == 1:
-        x = np.sort(np.asarray(rounds[0], dtype=np.float64))
-        return np.log(_bootstrap_quantiles(x, q, n_resamples, rng))
-    sizes = np.array([len(r) for r in rounds])
-    pooled = np.concatenate([np.asarray(r, dtype=np.float64) for r in rounds])
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    k, top = len(rounds), int(sizes.max())
-    out = np.empty(n_resamples)
-    chunk = max(1, 4_000_000 // (k * top))
-    for at in range(0, n_resamples, chunk):
-        b = min(chunk, n_resamples - at)
-        picks = rng.integers(0, k, (b, k))
-        size = sizes[picks][:, :, None]
-        idx = starts[picks][:, :, None] + np.floor(rng.random((b, k, top)) * size).astype(np.int64)
-        vals = pooled[idx]
-        if (sizes == top).all():
-            out[at:at + b] = np.quantile(vals.reshape(b, -1), q, axis=1)
-        else:  # a drawn round gives its own number of samples: the padding is left out
-            vals[np.arange(top)[None, None, :] >= size] = np.nan
-            out[at:at + b] = np.nanquantile(vals.reshape(b, -1), q, axis=1)
-    return np.log(out)
+#: Fewest samples per process for a quantile's verdict (fewer: the metric is advisory).
+MIN_PER_REPLICATE = {0.5: 30, 0.99: 200}
+#: Power at which the smallest detectable change is stated.
+DETECT_POWER = 0.8
+#: Most replications a side that :func:`replications_needed` looks for.
+MOST_REPLICATES = 200
 
 
-def rounds_ratio(base_rounds: Sequence[np.ndarray], head_rounds: Sequence[np.ndarray], q: float,
-                 level: float = CI_LEVEL, *, n_resamples: int = HIER_RESAMPLES,
-                 seed: int = 0) -> tuple[float, tuple[float, float], float] | None:
-    """Ratio q(head)/q(base), its hierarchical-bootstrap interval and a two-sided p-value.
+def log_quantile_se(sorted_x: np.ndarray, q: float, level: float = CI_LEVEL) -> float | None:
+    """Standard error of log(q-quantile) from one replication's sorted samples: the exact
+    order-statistic interval's half-width in log over z (ranks from the normal approximation,
+    clipped to the sample, where the exact interval needs more samples). None without two
+    positive samples."""
+    from scipy.special import ndtri
 
-    The p-value inverts the percentile interval: the smallest two-sided level at which the
-    interval of the ratio excludes 1 (at least 1/(resamples + 1)). Deterministic for a
-    seed. None when a side has fewer than RATIO_CI_MIN_N samples or a quantile ≤ 0.
-    """
-    a = [np.asarray(r, dtype=np.float64) for r in base_rounds if len(r)]
-    b = [np.asarray(r, dtype=np.float64) for r in head_rounds if len(r)]
-    if sum(map(len, a)) < RATIO_CI_MIN_N or sum(map(len, b)) < RATIO_CI_MIN_N:
+    x = np.asarray(sorted_x, dtype=np.float64)
+    n = len(x)
+    if n < 2 or not x[0] > 0:
         return None
-    qa, qb = quantile(np.concatenate(a), q), quantile(np.concatenate(b), q)
-    if not (qa > 0 and qb > 0):
+    z = float(ndtri(1.0 - (1.0 - level) / 2))
+    lo, hi = ci_ranks(n, q, level)
+    if lo is None or hi is None:
+        centre, spread = n * q, z * math.sqrt(n * q * (1.0 - q))
+        lo, hi = max(0, math.floor(centre - spread) - 1), min(n - 1, math.ceil(centre + spread))
+    return float(math.log(x[hi] / x[lo])) / (2.0 * z)
+
+
+@dataclass(frozen=True)
+class Replicates:
+    """One side of a comparison: the log q-quantile of each process, and ``w``, the mean of
+    their own sampling errors (a floor for the spread between them)."""
+
+    y: tuple[float, ...]
+    w: float
+
+    @property
+    def k(self) -> int:
+        return len(self.y)
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.y))
+
+    @property
+    def s2(self) -> float | None:
+        """The variance between processes (None with one process)."""
+        return float(np.var(self.y, ddof=1)) if self.k >= 2 else None
+
+    @property
+    def variance(self) -> float | None:
+        """max(s², w²): the spread between processes, never below their own sampling error."""
+        s2 = self.s2
+        return None if s2 is None else max(s2, self.w ** 2)
+
+
+def replicates(groups: Sequence[np.ndarray], q: float, level: float = CI_LEVEL) -> Replicates | None:
+    """The :class:`Replicates` of ``groups`` (one array of samples per process); None when a
+    quantile is not positive."""
+    ys, ws = [], []
+    for g in groups:
+        x = np.sort(np.asarray(g, dtype=np.float64))
+        v = quantile(x, q) if len(x) else 0.0
+        if not v > 0:
+            return None
+        ys.append(math.log(v))
+        ws.append(log_quantile_se(x, q, level) or 0.0)
+    return Replicates(tuple(ys), float(np.mean(ws))) if ys else None
+
+
+@dataclass(frozen=True)
+class LogRatio:
+    """d = mean log-quantile of HEAD − of BASE, its standard error, degrees of freedom (inf
+    where every variance was given rather than estimated), two-sided p-value and interval."""
+
+    d: float
+    se: float
+    df: float
+    p: float
+    ci: tuple[float, float]  # of the ratio exp(d)
+    #: how each side's variance was had: "measured" (k ≥ 2), "prior" (given), "pooled" (the other
+    #: side's), "assumed" (the largest measured spread), or "paired"
+    sources: tuple[str, str]
+
+    @property
+    def ratio(self) -> float:
+        return math.exp(self.d)
+
+    def detectable(self, alpha: float, power: float = DETECT_POWER) -> float:
+        """The smallest relative change this comparison detects with ``power`` at ``alpha``."""
+        return math.exp(_t_sum(self.df, alpha, power) * self.se) - 1.0
+
+
+def _t_sum(df: float, alpha: float, power: float) -> float:
+    from scipy.stats import t
+
+    return float(t.ppf(1.0 - alpha / 2, df) + t.ppf(power, df))
+
+
+def _variances(base: Replicates, head: Replicates, prior_sd: float | None,
+               fallback_sd: float | None) -> list[tuple[float, int, float, str]] | None:
+    """Per side: (variance, replications, degrees of freedom of the variance, source). A side of
+    one process takes ``prior_sd``, else the other side's measured spread, else ``fallback_sd``."""
+    sides: list[tuple[float, int, float, str] | None] = []
+    for r in (base, head):
+        v = r.variance
+        if v is not None:
+            sides.append((v, r.k, float(r.k - 1), "measured"))
+        elif prior_sd is not None:
+            sides.append((max(prior_sd ** 2, r.w ** 2), r.k, math.inf, "prior"))
+        else:
+            sides.append(None)
+    for i in (0, 1):  # one process on this side: the other side's spread stands for both
+        other, r = sides[1 - i], (base, head)[i]
+        if sides[i] is None and other is not None and other[3] == "measured":
+            sides[i] = (max(other[0], r.w ** 2), r.k, other[2], "pooled")
+        elif sides[i] is None and fallback_sd is not None:
+            sides[i] = (max(fallback_sd ** 2, r.w ** 2), r.k, math.inf, "assumed")
+    if sides[0] is None or sides[1] is None:
         return None
-    rng = np.random.default_rng(seed)
-    la = log_quantile_bootstrap(a, q, n_resamples, rng)
-    lb = log_quantile_bootstrap(b, q, n_resamples, rng)
-    est = math.log(qb / qa)
-    boot = est + (lb - lb.mean()) - (la - la.mean())
-    alpha = (1.0 - level) / 2
-    lo, hi = np.percentile(boot, [100 * alpha, 100 * (1 - alpha)])
-    n = len(boot)
-    tail = min(np.count_nonzero(boot <= 0.0), np.count_nonzero(boot >= 0.0))
-    p = 2.0 * (tail + 1) / (n + 1)
-    sd = float(boot.std())
-    if tail == 0 and sd > 0:
-        # every resample on one side: the count only bounds p by the resample count, which a
-        # many-row Holm family would never pass; the normal tail of the bootstrap takes over
-        from scipy.special import ndtr
+    return [sides[0], sides[1]]
 
-        p = min(p, 2.0 * float(ndtr(-abs(est) / sd)))
-    return qb / qa, (float(math.exp(lo)), float(math.exp(hi))), float(min(1.0, p))
 
+def _welch_df(sides: list[tuple[float, int, float, str]]) -> float:
+    """Satterthwaite's degrees of freedom; a pooled side's variance is the other's estimate."""
+    if any(src == "pooled" for *_, src in sides):
+        return next(dof for *_, dof, src in sides if src == "measured")
+    terms = [(v / k, dof) for v, k, dof, _ in sides]
+    den = sum(term ** 2 / dof for term, dof in terms if math.isfinite(dof))
+    return sum(term for term, _ in terms) ** 2 / den if den > 0 else math.inf
+
+
+def _interval(d: float, se: float, df: float, level: float,
+              sources: tuple[str, str]) -> LogRatio:
+    from scipy.stats import t
+
+    if se <= 0:
+        return LogRatio(d, 0.0, df, 1.0 if d == 0 else 0.0, (math.exp(d), math.exp(d)), sources)
+    crit = float(t.ppf(1.0 - (1.0 - level) / 2, df))
+    p = float(min(1.0, 2.0 * t.sf(abs(d) / se, df)))
+    return LogRatio(d, se, df, p, (math.exp(d - crit * se), math.exp(d + crit * se)), sources)
+
+
+def log_ratio(base: Replicates, head: Replicates, level: float = CI_LEVEL, prior_sd: float | None = None,
+              fallback_sd: float | None = None) -> LogRatio | None:
+    """Welch's t on the replications' log-quantiles, with Satterthwaite's degrees of freedom.
+
+    A side of one process has no spread of its own: it takes ``prior_sd`` (a run-to-run spread
+    measured elsewhere, e.g. the row's history), else the other side's measured spread (equal
+    spreads assumed; that side's degrees of freedom), else ``fallback_sd`` (the largest spread
+    measured between processes of such a contract); with none of them, None: run-to-run
+    variance is unknown and nothing can be judged.
+    """
+    sides = _variances(base, head, prior_sd, fallback_sd)
+    if sides is None:
+        return None
+    se = math.sqrt(sum(v / k for v, k, _, _ in sides))
+    return _interval(head.mean - base.mean, se, _welch_df(sides), level, (sides[0][3], sides[1][3]))
+
+
+def paired_log_ratio(base: Replicates, head: Replicates, level: float = CI_LEVEL) -> LogRatio | None:
+    """Two rows measured in the same processes (runners of one run): the t-interval of the
+    per-process differences of log-quantiles, so what moved a whole process cancels. None
+    unless both sides hold the same k ≥ 2 processes."""
+    if base.k != head.k or base.k < 2:
+        return None
+    diffs = np.asarray(head.y) - np.asarray(base.y)
+    v = max(float(np.var(diffs, ddof=1)), base.w ** 2 + head.w ** 2)
+    return _interval(float(diffs.mean()), math.sqrt(v / base.k), float(base.k - 1), level,
+                     ("paired", "paired"))
+
+
+def replications_needed(base: Replicates, head: Replicates, effect: float, alpha: float,
+                        prior_sd: float | None = None, fallback_sd: float | None = None,
+                        power: float = DETECT_POWER) -> int | None:
+    """The fewest processes a side (the same on both) with which a change of ``effect``
+    (relative, e.g. 0.05) would be detected with ``power``, at the spreads measured here;
+    None when no spread is known or more than :data:`MOST_REPLICATES` would be needed."""
+    sides = _variances(base, head, prior_sd, fallback_sd)
+    if sides is None or effect <= 0:
+        return None
+    vb, vh = sides[0][0], sides[1][0]
+    target = math.log1p(effect)
+    for k in range(2, MOST_REPLICATES + 1):
+        se2 = (vb + vh) / k
+        den = ((vb / k) ** 2 + (vh / k) ** 2) / (k - 1)
+        df = se2 ** 2 / den if den > 0 else math.inf
+        if _t_sum(df, alpha, power) * math.sqrt(se2) <= target:
+            return k
+    return None
 
 def steady_state_rounds(rounds: Sequence[Sequence[int]], shift: float = SETTLE_SHIFT,
                         level: float = CI_LEVEL) -> dict[str, Any]:

@@ -38,12 +38,15 @@ def loaded(path: object) -> dict:
 
 
 def synthetic_receipt(rows: dict, *, repeats: int = 1, environment: dict | None = None,
-                      calibration: dict | None = None, fallbacks: dict | None = None):
+                      calibration: dict | None = None, fallbacks: dict | None = None,
+                      in_process: bool = False, processes: list[dict] | None = None):
     """A receipt (the golden one's header) whose rows hold the given samples.
 
-    ``rows`` maps (runner, case) to a list of rounds (each a sequence of nanoseconds);
-    ``fallbacks`` maps (runner, case) to that row's fallback entries. Statistics and caveats
-    are derived as a run derives them.
+    ``rows`` maps (runner, case) to a list of rounds (each a sequence of nanoseconds). Each
+    round is taken by a process of its own (as ``--repeats K`` does by default), or, with
+    ``in_process``, all by one process. ``processes``: the process records (default one bare
+    record per process). ``fallbacks`` maps (runner, case) to that row's fallback entries.
+    Statistics and caveats are derived as a run derives them.
     """
     import json
 
@@ -54,25 +57,30 @@ def synthetic_receipt(rows: dict, *, repeats: int = 1, environment: dict | None 
 
     doc = json.loads(GOLDEN.read_text())
     template = doc["results"][0]
-    doc["settings"] = {**(doc.get("settings") or {}), "repeats": repeats}
+    doc["settings"] = {**(doc.get("settings") or {}), "repeats": repeats,
+                       "fresh_processes": repeats > 1 and not in_process}
     if environment:
         doc["environment"].update(environment)
     if calibration is not None:
         doc["calibration"] = calibration
     cases = {c["name"]: c for c in doc["task"]["cases"]}
     results = []
+    most = 1
     for (runner, case), rounds in rows.items():
         samples = [int(v) for r in rounds for v in np.asarray(r).round()]
         if case not in cases:
             cases[case] = {"name": case, "request_sha256": "0" * 64}
+        procs = [0] * len(rounds) if in_process else list(range(len(rounds)))
+        most = max(most, max(procs) + 1)
         row = dict(template, runner=runner, case=case, request_sha256=cases[case]["request_sha256"],
-                   samples_ns=samples, round_sizes=[len(r) for r in rounds],
+                   samples_ns=samples, round_sizes=[len(r) for r in rounds], round_process=procs,
                    stages_ns={"parse": samples}, reasons=[], summary=stats.summarize(samples),
-                   steady_state=stats.steady_state(samples) if repeats < 2
+                   steady_state=stats.steady_state(samples) if len(rounds) < 2
                    else stats.steady_state_rounds([np.asarray(r).round().astype(int) for r in rounds]))
         row["runner_report"] = dict(template["runner_report"],
                                     fallbacks=(fallbacks or {}).get((runner, case), []))
         results.append(row)
     doc["task"]["cases"] = list(cases.values())
     doc["results"] = results
+    doc["processes"] = processes if processes is not None else [{"pid": 1000 + i} for i in range(most)]
     return decode_receipt(doc, "synthetic")

@@ -19,7 +19,6 @@ from benchbox.stats import (
     FLOOR_MULTIPLE,
     caveats,
     ci_ranks,
-    floor_for,
     floor_resolvable,
     min_n_for_ci,
     quantile_ci,
@@ -141,9 +140,9 @@ def test_floor_resolvable_rule() -> None:
     assert not floor_resolvable(2999, 1000)
     assert floor_resolvable(2000, 1000, multiple=2.0)
     assert not floor_resolvable(10**9, None)
-    cal = {"floors": {"host": 900, "device": None}}
-    assert floor_for(cal, "host") == 900 and floor_for(cal, "device") is None
-    assert floor_for(None, "host") is None
+    cal = Calibration.of({"floors": {"host": 900, "device": None}})
+    assert cal.floor("host") == 900 and cal.floor("device") is None
+    assert Calibration().floor("host") is None
 
 
 def test_calibration_on_cpu_holds_floors() -> None:
@@ -178,32 +177,49 @@ def test_clock_cross_check_counts_violations_synthetic_device_samples() -> None:
     assert clock_cross_check(Measurement(clock_used="host", samples_ns=[1]), c) is None
 
 
-def test_runner_comparisons_use_the_diff_engine_and_its_words() -> None:
-    rng = np.random.default_rng(5)
-    base = rng.lognormal(14.0, 0.05, 400).astype(np.int64)
-
-    def row(runner: str, x: np.ndarray, clock: str = "host") -> ResultRow:
-        return ResultRow.of({"runner": runner, "case": "c", "status": "valid", "reasons": [],
-                             "runner_report": {}, "accuracy": {"passed": True}, "samples_ns": x.tolist(),
-                             "round_sizes": [len(x)],
-                             "stages_ns": {}, "summary": summarize(x), "clock_used": clock})
-
-    cal = Calibration.of({"floors": {"host": 1000, "device": None}})
-    rows = [row("base", base), row("fast", base * 7 // 10), row("same", base + 500),
-            row("slow", base * 12 // 10, clock="device")]
+def _comparison_receipt(rows: list[ResultRow], processes: int) -> Receipt:
     from tests.support import GOLDEN
 
     doc = json.loads(GOLDEN.read_text())
-    receipt = Receipt.of({**doc, "results": [r.to_json() for r in rows], "calibration": cal.to_json(),
-                          "settings": {"baseline": "base"}})
-    out = compare_runners(receipt).to_json()
+    cal = Calibration.of({"floors": {"host": 1000, "device": None}})
+    return Receipt.of({**doc, "results": [r.to_json() for r in rows], "calibration": cal.to_json(),
+                       "settings": {"baseline": "base"}, "processes": [{"pid": i} for i in range(processes)]})
+
+
+def _row(runner: str, x: np.ndarray, k: int, clock: str = "host") -> ResultRow:
+    n = len(x) // k
+    return ResultRow.of({"runner": runner, "case": "c", "status": "valid", "reasons": [],
+                         "runner_report": {}, "accuracy": {"passed": True}, "samples_ns": x.tolist(),
+                         "round_sizes": [n] * k, "round_process": list(range(k)),
+                         "stages_ns": {}, "summary": summarize(x), "clock_used": clock})
+
+
+def test_runner_comparisons_use_the_diff_engine_and_its_words() -> None:
+    """Three processes: each runner against the baseline, paired per process (what moved a whole
+    process cancels), in the diff's words."""
+    rng = np.random.default_rng(5)
+    drift = np.repeat(np.exp(rng.normal(0, 0.1, 3)), 400)  # each process 10% up or down, all runners
+    base = (rng.lognormal(14.0, 0.05, 1200) * drift).astype(np.int64)
+    rows = [_row("base", base, 3), _row("fast", base * 7 // 10, 3), _row("same", base + 500, 3),
+            _row("slow", base * 12 // 10, 3, clock="device")]
+    out = compare_runners(_comparison_receipt(rows, 3)).to_json()
     by = {r["runner"]: r for r in out["rows"]}
     lo, hi = by["fast"]["p50_ratio_ci"]
     assert lo <= by["fast"]["p50_ratio"] <= hi < 1.0 and by["fast"]["p50_verdict"] == "faster"
-    assert by["fast"]["p99_ratio_ci"] is not None
+    assert hi / lo < 1.05  # paired: the 10% process drift cancels
     assert by["same"]["p50_verdict"] == "unchanged"  # +500 ns on ~1.2 ms
     assert by["slow"]["p50_verdict"] == "not comparable"
     assert {r["p50_verdict"] for r in out["rows"]} <= set(VERDICTS)
+
+
+def test_runner_comparisons_of_one_process_judge_only_what_no_plausible_drift_explains() -> None:
+    """One process: ×0.7 could be drift between processes (unresolved), ×0.3 could not (faster)."""
+    rng = np.random.default_rng(6)
+    base = rng.lognormal(14.0, 0.05, 400).astype(np.int64)
+    rows = [_row("base", base, 1), _row("fast", base * 7 // 10, 1), _row("much", base * 3 // 10, 1)]
+    by = {r["runner"]: r for r in compare_runners(_comparison_receipt(rows, 1)).to_json()["rows"]}
+    assert by["fast"]["p50_verdict"] == "unresolved" and "assumed" in by["fast"]["reason"]
+    assert by["much"]["p50_verdict"] == "faster"
 
 
 def test_every_receipt_has_floors_and_quantile_intervals(eager_receipt_path: Path) -> None:

@@ -25,6 +25,7 @@ from benchbox.receipts.model import (
     ContractRecord,
     Gate,
     LoadRecord,
+    ProcessRecord,
     Receipt,
     ResultRow,
     RunnerReport,
@@ -36,12 +37,56 @@ from benchbox.stats import caveats, steady_state, steady_state_rounds, summarize
 REFERENCE = "eager float32 on cpu"
 
 
+def this_process(environment: Mapping[str, Any], rounds: int, quieting: Mapping[str, Any]) -> ProcessRecord:
+    """The record of the process measuring now: its id, when it started, the load at its start and
+    what it does against noise."""
+    import os
+
+    load = environment.get("load")
+    return ProcessRecord(pid=os.getpid(), started_at=now_iso(), rounds=rounds,
+                         load=dict(load) if isinstance(load, Mapping) else None, quieting=dict(quieting))
+
+
+def with_process_facts(receipt: Receipt, **facts: Any) -> Receipt:
+    """The receipt with facts (``control``, ``gpu``) added to the record of its own process (the
+    last one: a run measures in one)."""
+    procs = list(receipt.processes or ())
+    if not procs:
+        return receipt
+    procs[-1] = replace(procs[-1], **facts)
+    return replace(receipt, processes=tuple(procs))
+
+
+def gpu_while_working(readings: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The GPU's state while it worked, from readings taken right after each case's samples: the
+    median SM clock of the readings not flagged idle, the throttle reasons other than idle, and
+    how many readings were idle (a clock read while the GPU idles says nothing of the work)."""
+    import statistics
+
+    clocks, reasons, idle = [], set(), 0
+    for r in readings:
+        names = set(r.get("throttle_reasons") or ())
+        if "gpu_idle" in names:
+            idle += 1
+        else:
+            try:
+                clocks.append(float(r["sm_clock_mhz"]))
+            except (KeyError, TypeError, ValueError):
+                pass
+        reasons |= names - {"gpu_idle", "applications_clocks_setting"}
+    return {"readings": len(readings), "idle_readings": idle,
+            "sm_clock_mhz": statistics.median(clocks) if clocks else None,
+            "sm_clock_min_mhz": min(clocks) if clocks else None, "throttle_reasons": sorted(reasons),
+            "source": next((r.get("source") for r in readings if r.get("source")), None)}
+
+
 def new_receipt(contract: Contract, *, command: Sequence[str], environment: Mapping[str, Any],
-                task: Mapping[str, Any], cases: Sequence[Any], settings: Mapping[str, Any]) -> Receipt:
-    """An empty, incomplete receipt for one contract of a run."""
+                task: Mapping[str, Any], cases: Sequence[Any], settings: Mapping[str, Any],
+                process: ProcessRecord | None = None) -> Receipt:
+    """An empty, incomplete receipt for one contract of a run (measured by ``process``)."""
     from benchbox import __version__
 
-    return Receipt(
+    return Receipt(processes=(process,) if process is not None else None,
         schema_version=SCHEMA_VERSION, benchbox_version=__version__, created_at=now_iso(),
         command=tuple(command) or ("benchbox", "run"), complete=False,
         contract=ContractRecord.of(contract.to_dict()), environment=dict(environment),
@@ -65,7 +110,9 @@ def _base(runner: str, case: Any, status: str, reasons: Sequence[str], report: M
 
 
 def _raw(m: Measurement) -> dict[str, Any]:
-    return {"samples_ns": tuple(m.samples_ns), "round_sizes": tuple(m.rounds()),
+    """The samples, their rounds and stages; every round was taken by this run's one process."""
+    rounds = tuple(m.rounds())
+    return {"samples_ns": tuple(m.samples_ns), "round_sizes": rounds, "round_process": (0,) * len(rounds),
             "stages_ns": {s: tuple(v) for s, v in m.stages_ns.items()}}
 
 

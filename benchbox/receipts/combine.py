@@ -2,7 +2,8 @@
 
 A CI job that runs base and head alternately (base, head, base, head, …) gets one receipt
 per run; :func:`combine` joins the runs of one side into one receipt whose rows keep every
-run as a round (``round_sizes``), so the comparison sees the spread between runs instead
+run's rounds (``round_sizes``) and the process that took each (``round_process``, indexing the
+joined ``processes``), so the comparison counts processes — the spread between runs — instead
 of taking one run's samples for independent draws of the code's speed.
 
 Only runs of the same configuration are joined: the same contract, task (model, cases,
@@ -18,7 +19,8 @@ from dataclasses import replace
 from typing import Any
 
 from benchbox.errors import UsageError
-from benchbox.receipts.model import Receipt, ResultRow, Summary
+from benchbox.receipts.model import ProcessRecord, Receipt, ResultRow, Summary
+from benchbox.receipts.replication import processes, round_processes
 from benchbox.stats import caveats, min_n_for_ci, summarize
 
 #: Environment entries that must agree for runs to be rounds of one measurement.
@@ -97,21 +99,18 @@ def _steady(rows: Sequence[ResultRow]) -> dict[str, Any] | None:
                                                     f"{len(states)} rounds"}
 
 
-def _repeats(r: Receipt) -> int:
-    k = (r.settings or {}).get("repeats", 1)
-    return k if isinstance(k, int) and k >= 1 else 1
+def _joined_rounds(receipt: Receipt, row: ResultRow, offset: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The row's rounds (sizes) and, for each, its process in the joined receipt (``offset``: the
+    processes of the receipts joined before this one)."""
+    if not row.samples_ns:
+        return (), ()
+    if not row.round_sizes:
+        return (len(row.samples_ns),), (offset,)
+    procs = round_processes(receipt, row)
+    return tuple(row.round_sizes), tuple(offset + p for p in procs)
 
 
-def _independent_rounds(row: ResultRow, repeats: int) -> tuple[int, ...]:
-    """The row's rounds that are independent of each other: its ``round_sizes`` when its run
-    took ``--repeats`` ≥ 2, else one round of all its samples (a single pass's sub-rounds,
-    interleaved between contracts, are not independent)."""
-    if repeats > 1 and len(row.round_sizes) > 1:
-        return tuple(row.round_sizes)
-    return (len(row.samples_ns),) if row.samples_ns else ()
-
-
-def _join_rows(rows: Sequence[ResultRow], repeats: Sequence[int] = ()) -> ResultRow:
+def _join_rows(rows: Sequence[ResultRow], receipts: Sequence[Receipt], offsets: Sequence[int]) -> ResultRow:
     bad = next((r for r in rows if r.status != "valid"), None)
     if bad is not None:
         i = rows.index(bad)
@@ -121,12 +120,24 @@ def _join_rows(rows: Sequence[ResultRow], repeats: Sequence[int] = ()) -> Result
     summary = summarize(samples)
     steady = _steady(rows)
     keep = [x for x in rows[0].reasons if x.startswith("accuracy gate")]
-    ks = list(repeats) or [1] * len(rows)
-    sizes = tuple(n for r, k in zip(rows, ks) for n in _independent_rounds(r, k))
-    return replace(rows[0], samples_ns=samples, round_sizes=sizes,
+    parts = [_joined_rounds(rec, r, off) for r, rec, off in zip(rows, receipts, offsets)]
+    return replace(rows[0], samples_ns=samples, round_sizes=tuple(n for sz, _ in parts for n in sz),
+                   round_process=tuple(p for _, pr in parts for p in pr),
                    stages_ns=stages, summary=Summary.of(summary), steady_state=steady,
                    reasons=tuple(keep + caveats(summary, steady)), clock_cross_check=None,
                    nulls=rows[0].nulls - {"clock_cross_check"})
+
+
+def _processes(receipts: Sequence[Receipt],
+               names: Sequence[str]) -> tuple[list[int], tuple[ProcessRecord, ...]]:
+    """Each receipt's offset into the joined processes, and the joined processes (each says which
+    receipt it came from)."""
+    offsets, joined = [], []
+    for r, name in zip(receipts, names):
+        offsets.append(len(joined))
+        joined += [replace(p, source=p.source if p.source and not p.source.startswith("legacy") else name)
+                   for p in processes(r)]
+    return offsets, tuple(joined)
 
 
 def combine(receipts: Sequence[Receipt], names: Sequence[str]) -> Receipt:
@@ -136,18 +147,18 @@ def combine(receipts: Sequence[Receipt], names: Sequence[str]) -> Receipt:
     _check_alike(receipts, names)
     first = receipts[0]
     by_key = [{row.key: row for row in r.results} for r in receipts]
-    ks = [_repeats(r) for r in receipts]
-    rows = tuple(_join_rows([m[row.key] for m in by_key], ks) for row in first.results)
-    # every run is an independent round (or K of them, for a run of --repeats K): the diff's
-    # hierarchical interval resamples them, as for one run of --repeats sum(K)
+    offsets, procs = _processes(receipts, names)
+    rows = tuple(_join_rows([m[row.key] for m in by_key], receipts, offsets) for row in first.results)
+    # every process is a replication: the diff counts them, whatever their rounds
     total = sum(int((r.settings or {}).get("samples", 0) or 0) for r in receipts)
-    settings = {**(first.settings or {}), "repeats": sum(ks), "samples": total,
+    repeats = sum(int((r.settings or {}).get("repeats", 1) or 1) for r in receipts)
+    settings = {**(first.settings or {}), "repeats": repeats, "samples": total,
                 "combined_from": [{"receipt": n, "created_at": r.created_at,
                                    "git": r.environment.get("git")} for r, n in zip(receipts, names)]}
     sampling = settings.get("sampling")
     if isinstance(sampling, Mapping) and sampling.get("mode") == "fixed":  # the joined count
         settings["sampling"] = {**sampling, "samples": total, "p99_resolvable": total >= min_n_for_ci(0.99)}
-    return replace(first, results=rows, settings=settings, comparisons=None,
+    return replace(first, results=rows, settings=settings, comparisons=None, processes=procs,
                    environment=_environment(receipts),
                    complete=False if not all(r.is_complete for r in receipts) else first.complete,
                    interrupted=True if any(r.interrupted for r in receipts) else first.interrupted)

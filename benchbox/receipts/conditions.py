@@ -1,149 +1,177 @@
 """The conditions a number was timed under, and whether two runs' conditions let them be compared.
 
-Two kinds of difference make a comparison unreliable rather than a change: the row itself
-was flagged (noisy, unsettled) on either side while run-to-run spread is not measured (fewer
-than three rounds a side), or the environment differs in something
-that moves timings (CPU model or cores, load at start, GPU driver, clocks or throttle at
-start, library versions). A machine busy at start on either side counts as a load condition
-even when both sides were equally busy (:func:`load_difference`). Such rows get the verdict
-``unreliable`` with the reason, never ``slower``; ``benchbox diff --accept KIND`` compares them anyway.
+Conditions are signal, not noise: only what moves timings and was read while it mattered.
+
+- ``cpu``: CPU model or core count differ.
+- ``load``: a process of either side started on a busy machine (CPU time busy over 0.5 s
+  before it), or the sides started busy in different shares of their processes.
+- ``gpu``: driver or power limit differ, or — read right after each case's samples, while the
+  GPU worked — the SM clock (by more than 10%) or the throttle reasons other than idle. A clock
+  read while the GPU idles says nothing about the measured work and is never compared.
+- ``versions``: torch, CUDA or the runner's libraries differ.
+- ``machine``: the control workload — a fixed piece of host work timed in every process — moved
+  beyond the threshold: the machine changed, not only the code (host-clock rows).
+- ``pacing``: the time outside the region, between consecutive regions, moved by more than
+  ``pacing_margin``: the region's code may be unchanged while what runs between regions is not.
+- ``noisy``/``unsettled``: the row's own flags, while a side has one process (with two or more
+  the spread between processes is measured and carries them).
+
+Such rows get the verdict ``unreliable`` with the reason, never ``slower``; ``benchbox diff
+--accept KIND`` judges them anyway.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
 
 from benchbox import stats
-from benchbox.receipts.model import Receipt, ResultRow
+from benchbox.receipts.model import ProcessRecord, Receipt, ResultRow
+from benchbox.receipts.replication import process_samples, processes
 
 #: Kinds of condition that make a row unreliable unless accepted.
-CONDITION_KINDS = ("noisy", "unsettled", "cpu", "load", "gpu", "versions")
+CONDITION_KINDS = ("noisy", "unsettled", "cpu", "load", "gpu", "versions", "machine", "pacing")
+#: Kinds decided per receipt (stated once in a diff's notes), the rest per row.
+RECEIPT_KINDS = ("cpu", "load", "gpu", "versions", "machine")
 #: Fraction of the CPUs busy with other work at start above which a machine counts as loaded.
 LOAD_BUSY = 0.5
-#: Relative difference of the GPU's SM clock at start that counts as a different condition.
+#: Relative difference of the GPU's SM clock while working that counts as a different condition.
 CLOCK_CHANGE = 0.10
-#: Rounds on each side from which a row's own noise and drift are measured, not assumed away:
-#: the hierarchical interval (rounds, then samples) widens with them, so they no longer block a
-#: verdict. With fewer rounds a noisy or unsettled row stays ``unreliable``.
-MEASURED_ROUNDS = 3
+#: Processes on each side from which a row's own noise and drift are measured, not assumed away.
+MEASURED_PROCESSES = 2
+#: Throttle reasons that say nothing about the measured work (the GPU idled, or clocks were set).
+IDLE_REASONS = frozenset({"gpu_idle", "applications_clocks_setting"})
 
 
-def _get(d: Any, *path: str) -> Any:
-    for p in path:
-        d = d.get(p) if isinstance(d, Mapping) else None
-    return d
-
-
-def load_class(env: Mapping[str, Any]) -> str | None:
-    """"busy" or "idle" from the load recorded at start (None: not recorded)."""
-    load = env.get("load")
-    if isinstance(load, Mapping):
-        busy = load.get("busy_fraction")
-        if isinstance(busy, (int, float)):
-            return "busy" if busy >= LOAD_BUSY else "idle"
-        per_core = load.get("per_core")
-        if isinstance(per_core, (int, float)):
-            return "busy" if per_core >= LOAD_BUSY else "idle"
-    avg, cores = _get(env, "system", "pyperf", "load_avg_1min"), env.get("cpu_count")
-    if isinstance(avg, (int, float)) and isinstance(cores, int) and cores > 0:
-        return "busy" if avg / cores >= LOAD_BUSY else "idle"
-    return None
-
-
-def busy_runs(env: Mapping[str, Any]) -> tuple[int, int] | None:
-    """(runs that started busy, runs): from ``load_by_run`` for a receipt joined from several
-    runs (``benchbox combine``), else one run from its load at start (None: not recorded)."""
-    by_run = env.get("load_by_run")
-    if isinstance(by_run, list) and by_run:
-        known = [b for b in by_run if isinstance(b, (int, float))]
-        if known:
-            return sum(1 for b in known if b >= LOAD_BUSY), len(known)
-    c = load_class(env)
-    return None if c is None else (int(c == "busy"), 1)
-
-
-def _runs_text(env: Mapping[str, Any], counted: tuple[int, int]) -> str:
-    if counted[1] == 1:
-        return f"{load_class(env)} ({_load_text(env)})"
-    return f"busy at start in {counted[0]} of {counted[1]} runs"
-
-
-def _load_text(env: Mapping[str, Any]) -> str:
-    load = env.get("load") if isinstance(env.get("load"), Mapping) else {}
+def _busy(p: ProcessRecord) -> float | None:
+    load = p.load if isinstance(p.load, Mapping) else {}
     busy = load.get("busy_fraction")
-    if isinstance(busy, (int, float)):
-        return f"{busy:.0%} of CPU busy at start"
-    avg = _get(env, "system", "pyperf", "load_avg_1min")
-    if avg is None:
-        avg = load.get("load_avg_1min")
-    return f"load average {avg} on {env.get('cpu_count')} CPUs"
+    if isinstance(busy, (int, float)) and not isinstance(busy, bool):
+        return float(busy)
+    per_core = load.get("per_core")
+    return float(per_core) if isinstance(per_core, (int, float)) and not isinstance(per_core, bool) else None
 
 
-def _throttle(env: Mapping[str, Any]) -> list[str]:
-    names = _get(env, "gpu_state_before", "throttle_reasons") or []
-    return sorted(str(n) for n in names if n not in ("gpu_idle", "applications_clocks_setting"))
+def busy_processes(r: Receipt) -> tuple[int, int] | None:
+    """(processes that started busy, processes with a load reading), or None without readings."""
+    known = [b for b in (_busy(p) for p in processes(r)) if b is not None]
+    if not known:  # processes recorded without their load: the run's load at start
+        env_load = r.environment.get("load")
+        one = _busy(ProcessRecord(load=env_load)) if isinstance(env_load, Mapping) else None
+        if one is None:
+            return None
+        known = [one]
+    return sum(1 for b in known if b >= LOAD_BUSY), len(known)
 
 
-def _num(v: Any) -> float | None:
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return None
+def _load_text(r: Receipt, counted: tuple[int, int]) -> str:
+    if counted[1] == 1:
+        env_load = r.environment.get("load")
+        found = [b for b in (_busy(p) for p in processes(r)) if b is not None]
+        busy = found[0] if found else _busy(ProcessRecord(load=env_load if isinstance(env_load, Mapping)
+                                                           else None)) or 0.0
+        return f"{'busy' if busy >= LOAD_BUSY else 'idle'} ({busy:.0%} of CPU busy at start)"
+    return f"busy at start in {counted[0]} of {counted[1]} processes"
 
 
-def _gpu_changes(eb: Mapping[str, Any], eh: Mapping[str, Any]) -> list[str]:
-    out = []
-    db, dh = _get(eb, "gpu", "driver"), _get(eh, "gpu", "driver")
-    if db != dh:
-        out.append(f"driver {db} → {dh}")
-    for key in ("sm_clock_mhz", "max_sm_clock_mhz"):
-        cb = _num(_get(eb, "gpu_state_before", key))
-        ch = _num(_get(eh, "gpu_state_before", key))
-        if cb and ch and abs(ch - cb) / cb > CLOCK_CHANGE:
-            out.append(f"{key.replace('_mhz', '').replace('_', ' ')} at start {cb:g} → {ch:g} MHz")
-    tb, th = _throttle(eb), _throttle(eh)
-    if tb != th:
-        out.append(f"throttle at start {', '.join(tb) or 'none'} → {', '.join(th) or 'none'}")
-    return out
-
-
-def load_difference(eb: Mapping[str, Any], eh: Mapping[str, Any]) -> str | None:
+def load_difference(base: Receipt, head: Receipt) -> str | None:
     """Why the load at start makes the comparison unreliable, or None.
 
-    The share of runs that started busy must agree: a side busy in more of its runs (a joined
-    receipt's rounds) ran under other conditions, whatever its busiest or first run says. And
-    a run that started busy shared the CPU with other work: how much of it each call got moved
-    its timings by up to 2× between runs of identical code (BENCHMARKS.md §4, a busy process on
-    every core for base and head alike), more than the spread of five rounds can bound. So a
-    busy start on either side is a condition too, even when both sides were equally busy.
+    A process that started busy shared the CPU with other work: how much of it each call got
+    moved timings of identical code by up to 2× between runs (BENCHMARKS.md §4, a busy process
+    on every core for base and head alike), more than the spread of a few processes can bound.
+    So a busy start on either side is a condition, even when both sides were equally busy.
     """
-    lb, lh = busy_runs(eb), busy_runs(eh)
+    lb, lh = busy_processes(base), busy_processes(head)
     if lb is None or lh is None or (lb[0] == 0 and lh[0] == 0):
         return None
-    text = f"BASE {_runs_text(eb, lb)}, HEAD {_runs_text(eh, lh)}"
+    text = f"BASE {_load_text(base, lb)}, HEAD {_load_text(head, lh)}"
     if lb[0] * lh[1] == lh[0] * lb[1]:
         text += (": both sides shared the CPU with other work, which moves timings more than a change is "
                  "judged by")
     return text
 
 
-def environment_differences(base: Receipt, head: Receipt) -> dict[str, str]:
+def _working(r: Receipt) -> tuple[list[float], set[str], int]:
+    """The SM clocks read while the GPU worked (one median per process), the throttle reasons
+    other than idle seen then, and how many readings there were."""
+    clocks: list[float] = []
+    reasons: set[str] = set()
+    readings = 0
+    for p in processes(r):
+        gpu = p.gpu if isinstance(p.gpu, Mapping) else {}
+        readings += int(gpu.get("readings") or 0)
+        if isinstance(gpu.get("sm_clock_mhz"), (int, float)):
+            clocks.append(float(gpu["sm_clock_mhz"]))
+        reasons |= {str(x) for x in gpu.get("throttle_reasons") or () if x not in IDLE_REASONS}
+    return clocks, reasons, readings
+
+
+def _gpu_changes(base: Receipt, head: Receipt) -> list[str]:
+    out = []
+    gb, gh = base.environment.get("gpu"), head.environment.get("gpu")
+    gb, gh = (g if isinstance(g, Mapping) else {} for g in (gb, gh))
+    for key, label in (("driver", "driver"), ("power_limit_w", "power limit")):
+        if gb.get(key) != gh.get(key):
+            out.append(f"{label} {gb.get(key)} → {gh.get(key)}")
+    (cb, tb, nb), (ch, th, nh) = _working(base), _working(head)
+    if cb and ch:
+        mb, mh = float(np.median(cb)), float(np.median(ch))
+        if abs(mh - mb) / mb > CLOCK_CHANGE:
+            out.append(f"sm clock while working {mb:g} → {mh:g} MHz")
+    if nb and nh and tb != th:
+        out.append(f"throttle while working {', '.join(sorted(tb)) or 'none'} → "
+                   f"{', '.join(sorted(th)) or 'none'}")
+    return out
+
+
+def _controls(r: Receipt) -> tuple[list[float], float]:
+    """The log p50 of the control workload per process, and the mean of their standard errors."""
+    ys, ws = [], []
+    for p in processes(r):
+        c = p.control if isinstance(p.control, Mapping) else {}
+        if isinstance(c.get("p50_ns"), (int, float)) and c["p50_ns"] > 0:
+            ys.append(math.log(float(c["p50_ns"])))
+            ws.append(float(c.get("se_log") or 0.0))
+    return ys, float(np.mean(ws)) if ws else 0.0
+
+
+def control_difference(base: Receipt, head: Receipt, threshold: float, level: float = 0.95) -> str | None:
+    """Why the control workload says the machine changed, or None: its ratio is beyond
+    ±``threshold`` and its interval (Welch over the processes, or each side's own sampling
+    error with one process a side) excludes 1."""
+    (yb, wb), (yh, wh) = _controls(base), _controls(head)
+    if not yb or not yh:
+        return None
+    got = stats.log_ratio(stats.Replicates(tuple(yb), wb), stats.Replicates(tuple(yh), wh), level,
+                          fallback_sd=0.0)
+    if got is None or abs(got.ratio - 1) <= threshold or got.ci[0] <= 1 <= got.ci[1]:
+        return None
+    return (f"the control workload (fixed host work, the same code on both sides) ran ×{got.ratio:.3f} "
+            f"[{got.ci[0]:.3f}, {got.ci[1]:.3f}] in HEAD: the machine changed, not only the code")
+
+
+def environment_differences(base: Receipt, head: Receipt, threshold: float = 0.05) -> dict[str, str]:
     """Kind → reason for each difference in what moves timings between the two runs."""
     eb, eh = base.environment, head.environment
     out: dict[str, str] = {}
     cpu = [f"{k} {eb.get(k)} → {eh.get(k)}" for k in ("cpu", "cpu_count") if eb.get(k) != eh.get(k)]
     if cpu:
         out["cpu"] = ", ".join(cpu)
-    load = load_difference(eb, eh)
+    load = load_difference(base, head)
     if load:
         out["load"] = load
-    gpu = _gpu_changes(eb, eh)
+    gpu = _gpu_changes(base, head)
     if gpu:
         out["gpu"] = ", ".join(gpu)
     versions = [f"{k} {eb.get(k)} → {eh.get(k)}" for k in ("torch", "cuda") if eb.get(k) != eh.get(k)]
     if versions:
         out["versions"] = ", ".join(versions)
+    machine = control_difference(base, head, threshold)
+    if machine:
+        out["machine"] = machine
     return out
 
 
@@ -155,18 +183,29 @@ def row_versions(base: ResultRow, head: ResultRow) -> str | None:
     return ", ".join(changed) or None
 
 
-def row_flags(row: ResultRow) -> dict[str, str]:
-    """The row's own flags that make it unreliable: noisy and unsettled.
+def robust_cv(groups: Sequence[np.ndarray]) -> float | None:
+    """The median over processes of each one's robust coefficient of variation (1.4826 × MAD /
+    median): the noise within a process, never the drift between processes."""
+    cvs = []
+    for g in groups:
+        if len(g) >= 2:
+            med = float(np.median(g))
+            if med > 0:
+                cvs.append(1.4826 * float(np.median(np.abs(g - med))) / med)
+    return float(np.median(cvs)) if cvs else None
 
-    Noisy: the robust coefficient of variation (1.4826 × MAD / median) above
-    ``stats.NOISE_CV`` — the body of the distribution is spread, as on a loaded machine.
-    Outliers and the plain coefficient of variation are left out on purpose: a tail that
-    got slower raises both, and a tail change is a result, not noise.
-    Unsettled: the receipt's steady-state check failed.
+
+def row_flags(receipt: Receipt, row: ResultRow) -> dict[str, str]:
+    """The row's own flags that make it unreliable while its spread is not measured.
+
+    Noisy: the robust coefficient of variation within its processes above ``stats.NOISE_CV`` —
+    the body of the distribution is spread, as on a loaded machine. Outliers and the plain
+    coefficient of variation are left out on purpose: a tail that got slower raises both, and a
+    tail change is a result, not noise. Unsettled: the receipt's steady-state check failed.
     """
     out: dict[str, str] = {}
-    rcv = (row.summary.noise or {}).get("robust_cv")
-    if isinstance(rcv, (int, float)) and rcv > stats.NOISE_CV:
+    rcv = robust_cv(process_samples(receipt, row))
+    if rcv is not None and rcv > stats.NOISE_CV:
         out["noisy"] = f"robust coefficient of variation {rcv:.1%} exceeds {stats.NOISE_CV:.0%}"
     for c in stats.caveats({}, row.steady_state):
         if c.startswith("unsettled:"):
@@ -174,24 +213,49 @@ def row_flags(row: ResultRow) -> dict[str, str]:
     return out
 
 
-def rounds_measured(base: ResultRow, head: ResultRow) -> bool:
-    """Whether both rows hold enough rounds for run-to-run spread to be in the interval."""
-    return min(len(base.round_sizes), len(head.round_sizes)) >= MEASURED_ROUNDS
+def outside_region(row: ResultRow, region: Sequence[str]) -> float | None:
+    """The median over samples of the time spent in stages outside ``region``: what runs between
+    two consecutive regions (None: no stage outside, or stages not recorded)."""
+    outside = [s for s, v in row.stages_ns.items() if s not in region and len(v) == len(row.samples_ns)]
+    if not outside or not row.samples_ns:
+        return None
+    total = np.sum([np.asarray(row.stages_ns[s], dtype=np.float64) for s in outside], axis=0)
+    return float(np.median(total))
 
 
-def row_conditions(base: ResultRow, head: ResultRow, base_name: str = "BASE",
-                   head_name: str = "HEAD") -> dict[str, str]:
-    """Kind → reason for the flags of either row and the runner versions that differ.
+def pacing_difference(base: ResultRow, head: ResultRow, region: Sequence[str], margin: float,
+                      threshold: float) -> str | None:
+    """Why the time between regions moved enough to change how the region is paced, or None:
+    by more than ``margin`` of BASE's, and by more than ``threshold`` of BASE's region p50."""
+    ob, oh = outside_region(base, region), outside_region(head, region)
+    p50 = base.summary.p50_ns
+    if ob is None or oh is None or not p50:
+        return None
+    delta = oh - ob
+    if abs(delta) <= margin * ob or abs(delta) <= threshold * p50:
+        return None
+    return (f"the time between regions moved {ob / 1e3:.1f} → {oh / 1e3:.1f} µs per call (outside "
+            f"{region[0]}..{region[-1]}, over ±{margin:.0%}): the calls are paced differently, so the "
+            "region's time may move with no change to its code")
 
-    A row's own flags (noisy, unsettled) count only while either side has fewer than
-    :data:`MEASURED_ROUNDS` rounds; with more, the comparison's interval includes them.
-    """
+
+def row_conditions(base: ResultRow, head: ResultRow, base_name: str = "BASE", head_name: str = "HEAD", *,
+                   receipts: tuple[Receipt, Receipt] | None = None, measured: bool = False,
+                   region: Sequence[str] = (), pacing_margin: float = 0.25,
+                   threshold: float = 0.05) -> dict[str, str]:
+    """Kind → reason for the row-level conditions: the rows' own flags while their spread is not
+    ``measured`` (fewer than :data:`MEASURED_PROCESSES` processes a side), the runner versions
+    that differ, and pacing (given the contract's ``region``)."""
     out: dict[str, list[str]] = {}
-    for name, row in ((base_name, base), (head_name, head)) if not rounds_measured(base, head) else ():
-        for kind, why in row_flags(row).items():
-            out.setdefault(kind, []).append(f"{name} {why}")
+    if receipts is not None and not measured:
+        for name, row, rec in ((base_name, base, receipts[0]), (head_name, head, receipts[1])):
+            for kind, why in row_flags(rec, row).items():
+                out.setdefault(kind, []).append(f"{name} {why}")
     merged = {k: "; ".join(v) for k, v in out.items()}
     versions = row_versions(base, head)
     if versions:
         merged["versions"] = versions
+    pacing = pacing_difference(base, head, region, pacing_margin, threshold) if region else None
+    if pacing:
+        merged["pacing"] = pacing
     return merged

@@ -3,15 +3,15 @@
 One engine and one vocabulary for ``benchbox diff``, the diff figure, the history site and
 the run's runner-vs-baseline comparisons (:func:`compare_runners`).
 
-- **Rounds.** The ratio of quantiles gets a hierarchical-bootstrap interval (rounds, then
-  samples within rounds; seeded) and a p-value from it, so drift between rounds widens
-  the interval instead of manufacturing significance. With one round on either side the
-  run-to-run variance is unknown: a change must then also exceed ``single_round_effect``.
+- **Processes.** The unit of replication is the process (:mod:`benchbox.receipts.replication`):
+  rounds that shared one are pooled into one replication. Each metric is judged by Welch's t on
+  the processes' log-quantiles (:mod:`benchbox.receipts.judge`), valid with few of them; a side
+  of one process has no spread of its own and takes one given or the largest measured.
 - **Families.** Holm within the p50 family and within the p99 family; with ``--metric
   both`` each family gets half of ``alpha``, so the family-wise rate over all rows and
   both metrics stays at most ``alpha`` while p99 keeps its power.
-- **Conditions.** Rows flagged noisy or unsettled on either side, and environments that
-  differ in what moves timings, are ``unreliable`` (never ``slower``) unless accepted.
+- **Conditions.** Differences in what moves timings (:mod:`benchbox.receipts.conditions`) make
+  a row ``unreliable`` (never ``slower``) unless accepted; its numbers are still shown.
 - **Declarations.** A different contract refuses the diff; a different model, request,
   device class or runner options makes a row ``not comparable`` unless accepted.
   Compiler choices (autotune picks, graph breaks, ATen fallbacks) never do: they are
@@ -23,8 +23,8 @@ This module never imports torch or tensorrt: it reads receipts and does statisti
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,24 +33,35 @@ import numpy as np
 from benchbox import stats
 from benchbox.errors import FieldError, UsageError
 from benchbox.fallbacks import identity, probable_causes
-from benchbox.receipts.conditions import CONDITION_KINDS, environment_differences, row_conditions
+from benchbox.receipts.conditions import (
+    CONDITION_KINDS,
+    MEASURED_PROCESSES,
+    RECEIPT_KINDS,
+    environment_differences,
+    row_conditions,
+)
+from benchbox.receipts.judge import PLAUSIBLE_DRIFT, MetricDiff, Pending, fmt_delta, judge, measure
 from benchbox.receipts.model import ContractRecord, Receipt, ResultRow
+from benchbox.receipts.replication import process_samples, round_processes
+
+__all__ = ["ACCEPT_KINDS", "VERDICTS", "ComparisonRefused", "DiffOptions", "DiffResult", "DiffRow",
+           "MetricDiff", "accept_kinds", "check_contracts", "compare_runners", "diff_files",
+           "diff_receipts", "fmt_delta"]
 
 VERDICTS = ("slower", "faster", "unchanged", "unresolved", "unreliable", "invalid", "new", "removed",
             "not comparable")
+#: Verdicts of a row whose statistics were taken: a diff with none of them could judge nothing.
+JUDGED = ("slower", "faster", "unchanged", "unresolved")
 #: Kinds of declared difference that make a row not comparable unless accepted with ``--accept``.
 DECLARED_KINDS = ("device", "model", "options", "incomplete")
 #: Every kind ``--accept`` takes: declared differences, then conditions. ``fallbacks`` is kept
 #: for old command lines and has no effect (compiler choices never block a comparison).
 ACCEPT_KINDS = (*DECLARED_KINDS, *CONDITION_KINDS, "fallbacks")
-#: With one round on either side, a change must exceed this ratio too (run-to-run variance unknown).
-SINGLE_ROUND_EFFECT = 0.25
 #: Runner options that do not change what is measured (where a cache lives).
 IGNORED_OPTIONS = ("cache_dir",)
 #: Probable causes listed per row at most.
 CAUSE_LINES = 6
 METRICS = ("p50", "p99", "both")
-QUANT = {"p50": 0.5, "p99": 0.99}
 #: A median difference under this multiple of the harness floor is unresolved.
 FLOOR_MULTIPLE = float(stats.FLOOR_MULTIPLE)
 #: Stages named in an explanation at most.
@@ -71,10 +82,13 @@ class DiffOptions:
     level: float = 0.95
     accept: frozenset[str] = frozenset()
     floor_multiple: float = FLOOR_MULTIPLE
-    n_resamples: int = stats.HIER_RESAMPLES
-    seed: int = 0
-    #: with one round on either side, the smallest relative change that may count
-    single_round_effect: float = SINGLE_ROUND_EFFECT
+    #: the run-to-run spread (sd of the log of a process's quantile) to take for a side of one
+    #: process, measured elsewhere; None: the other side's, else the largest measured
+    drift: float | None = None
+    #: the power at which the smallest detectable change and the processes needed are stated
+    power: float = stats.DETECT_POWER
+    #: how far the time between regions may move before the pacing counts as a condition
+    pacing_margin: float = 0.25
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold < 1.0:
@@ -88,25 +102,12 @@ class DiffOptions:
         bad = sorted(set(self.accept) - set(ACCEPT_KINDS))
         if bad:
             raise FieldError("accept", f"{bad[0]!r} is not one of {', '.join(ACCEPT_KINDS)}")
-        if self.n_resamples < 100:
-            raise FieldError("n_resamples", f"must be at least 100, got {self.n_resamples}")
-
-
-@dataclass(frozen=True)
-class MetricDiff:
-    """One metric (p50 or p99) of one row."""
-
-    metric: str
-    base_ns: float | None
-    head_ns: float | None
-    ratio: float | None
-    ci: tuple[float, float] | None
-    p_value: float | None
-    p_holm: float | None
-    verdict: str
-    reason: str = ""
-    #: rounds per side the interval resampled
-    rounds: tuple[int, int] = (1, 1)
+        if self.drift is not None and not 0.0 <= self.drift < 5.0:
+            raise FieldError("drift", f"must be a spread between 0% and 500%, got {self.drift:.4g}")
+        if not 0.5 <= self.power < 1.0:
+            raise FieldError("power", f"must be in [0.5, 1), got {self.power}")
+        if not self.pacing_margin > 0:
+            raise FieldError("pacing_margin", f"must be above 0, got {self.pacing_margin}")
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,8 @@ class DiffRow:
     #: what the compiler decided differently ("bmm → triton_mm at 3 sites"), compact
     causes: tuple[str, ...] = ()
     accepted: tuple[str, ...] = ()
+    #: the conditions that made the row unreliable (kinds)
+    conditions: tuple[str, ...] = ()
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -135,6 +138,23 @@ class DiffRow:
     def regression(self) -> bool:
         """Whether this row fails the diff (exit 1)."""
         return self.verdict == "slower" or self.newly_invalid
+
+    @property
+    def judged(self) -> MetricDiff | None:
+        """The first metric that was judged (not advisory) and has an interval."""
+        return next((m for m in self.metrics if not m.advisory and m.ci is not None), None)
+
+    @property
+    def detectable(self) -> float | None:
+        """The smallest relative change the row could have detected (its first judged metric)."""
+        m = self.judged
+        return m.detectable if m is not None else None
+
+    @property
+    def needed(self) -> int | None:
+        """Processes a side that would detect a change of the threshold's size."""
+        m = self.judged
+        return m.needed if m is not None else None
 
     def explain(self) -> str:
         """The stages whose medians moved most, e.g. "serialize +20.1 ms, d2h +0.4 ms"."""
@@ -152,19 +172,39 @@ class DiffResult:
     rows: tuple[DiffRow, ...]
     notes: tuple[str, ...] = ()
     floor_ns: float | None = None
+    #: processes per side (the most any row had)
+    processes: tuple[int, int] = (1, 1)
 
     @property
     def exit_code(self) -> int:
-        """1 at least one slower or newly invalid row; else 3 when a row is unreliable; else 0."""
+        """1: a slower or newly invalid row; else 3 when a row is unreliable or no row could be
+        judged at all (every one not comparable, invalid, new, removed or without an interval);
+        else 0."""
         if any(r.regression for r in self.rows):
             return 1
-        return 3 if any(r.verdict == "unreliable" for r in self.rows) else 0
+        if any(r.verdict == "unreliable" for r in self.rows):
+            return 3
+        return 0 if any(r.verdict in JUDGED and r.judged is not None for r in self.rows) else 3
 
     def counts(self) -> dict[str, int]:
         out = {v: 0 for v in VERDICTS}
         for r in self.rows:
             out[r.verdict] += 1
         return {k: v for k, v in out.items() if v}
+
+    def resolution(self) -> dict[str, Any] | None:
+        """What the diff could resolve: the median and largest smallest-detectable change over
+        its judged rows, and the processes a side that would resolve the threshold on all."""
+        judged = [r for r in self.rows if r.detectable is not None]
+        if not judged:
+            return None
+        det = sorted(r.detectable for r in judged if r.detectable is not None)
+        short = [r for r in judged if (r.detectable or 0) > self.options.threshold]
+        needs = [r.needed for r in short]
+        return {"rows": len(judged), "median": det[len(det) // 2], "largest": det[-1],
+                "rows_over_threshold": len(short),
+                "needed": None if (not short or None in needs) else max(n for n in needs if n),
+                "processes": list(self.processes)}
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready form (``benchbox diff --format json``)."""
@@ -178,22 +218,17 @@ class DiffResult:
             d["regression"] = r.regression
             d["causes"] = list(r.causes)
             d["accepted"] = list(r.accepted)
-            d["metrics"] = [{**asdict(m), "ci": list(m.ci) if m.ci else None, "rounds": list(m.rounds)}
+            d["conditions"] = list(r.conditions)
+            d["detectable"], d["needed"] = r.detectable, r.needed
+            d["metrics"] = [{**asdict(m), "ci": list(m.ci) if m.ci else None,
+                             "processes": list(m.processes), "spread": list(m.spread) if m.spread else None,
+                             "df": None if m.df is None or m.df == float("inf") else m.df}
                             for m in r.metrics]
             rows.append(d)
         return {"base": self.base, "head": self.head, "contract": self.contract, "options": opts,
                 "floor_ns": self.floor_ns, "notes": list(self.notes), "counts": self.counts(),
+                "processes": list(self.processes), "resolution": self.resolution(),
                 "exit_code": self.exit_code, "rows": rows}
-
-
-def fmt_delta(ns: float) -> str:
-    """A signed duration in the most readable unit."""
-    a = abs(ns)
-    if a >= 1e6:
-        return f"{ns / 1e6:+.1f} ms"
-    if a >= 1e3:
-        return f"{ns / 1e3:+.1f} µs"
-    return f"{ns:+.0f} ns"
 
 
 # -- refusals and comparability ------------------------------------------------------
@@ -260,145 +295,10 @@ def _dict_changes(a: dict[str, Any], b: dict[str, Any]) -> str:
                      if _canon(a.get(k)) != _canon(b.get(k)))
 
 
-# -- floors -----------------------------------------------------------------------
-
 def _floor(receipt: Receipt, clock_used: str) -> float | None:
     """The harness floor recorded in the receipt's calibration for this clock, if any."""
     v = receipt.floor(clock_used)
     return float(v) if v is not None else None
-
-
-def _resolvable(delta: float, floor: float | None, multiple: float) -> bool:
-    """A change is held against the floor when one was measured (no floor: a note says so)."""
-    return floor is None or bool(stats.floor_resolvable(delta, floor, multiple))
-
-
-def row_rounds(receipt: Receipt, row: ResultRow) -> list[np.ndarray]:
-    """The row's independent rounds: its ``round_sizes`` when the run took ``--repeats`` ≥ 2
-    (interleaved sub-rounds of a single pass are not independent), else one round."""
-    x = np.asarray(row.samples_ns, dtype=np.float64)
-    repeats = (receipt.settings or {}).get("repeats", 1)
-    if isinstance(repeats, int) and repeats > 1 and len(row.round_sizes) > 1:
-        return [np.asarray(r, dtype=np.float64) for r in row.rounds() if len(r)]
-    return [x]
-
-
-# -- the statistics of one row ----------------------------------------------------------
-
-@dataclass
-class Pending:
-    """A row whose metrics need family-adjusted p-values before the verdict."""
-
-    key: tuple[str, str, str]
-    base: ResultRow
-    head: ResultRow
-    a: list[np.ndarray]  # rounds of BASE
-    b: list[np.ndarray]  # rounds of HEAD
-    floor: float | None
-    metrics: list[dict[str, Any]] = field(default_factory=list)
-    kw: dict[str, Any] = field(default_factory=dict)
-
-
-def metric_names(opts: DiffOptions) -> tuple[str, ...]:
-    return ("p50", "p99") if opts.metric == "both" else (opts.metric,)
-
-
-def measure(p: Pending, opts: DiffOptions) -> None:
-    """Ratio, hierarchical-bootstrap interval and p-value of each metric of one row."""
-    na, nb = sum(map(len, p.a)), sum(map(len, p.b))
-    for m in metric_names(opts):
-        q = QUANT[m]
-        qa = stats.quantile(np.concatenate(p.a), q) if na else None
-        qb = stats.quantile(np.concatenate(p.b), q) if nb else None
-        d: dict[str, Any] = {"metric": m, "base_ns": qa, "head_ns": qb,
-                             "ratio": qb / qa if qa and qb is not None else None, "ci": None,
-                             "p_value": None, "reason": "", "rounds": (len(p.a), len(p.b))}
-        p.metrics.append(d)
-        need = stats.min_n_for_ci(q, opts.level) if m == "p99" else stats.RATIO_CI_MIN_N
-        if min(na, nb) < need:
-            d["reason"] = (f"{m} needs ≥ {need} samples per side for a two-sided {opts.level:.0%} "
-                           f"interval (have {na}/{nb})")
-            continue
-        got = stats.rounds_ratio(p.a, p.b, q, opts.level, n_resamples=opts.n_resamples,
-                                  seed=opts.seed)
-        if got is None:
-            d["reason"] = f"no ratio interval: {m} is not positive on one side"
-            continue
-        d["ratio"], d["ci"], d["p_value"] = got
-
-
-def _effect(d: dict[str, Any], opts: DiffOptions) -> tuple[float, str]:
-    """The smallest change that may count, and what the rounds say about it."""
-    ra, rb = d["rounds"]
-    if min(ra, rb) < 2:
-        eff = max(opts.threshold, opts.single_round_effect)
-        return eff, (f"one round on {'both sides' if max(ra, rb) < 2 else 'one side'}: run-to-run "
-                     f"variance unknown, so a change must exceed ±{eff:.0%}")
-    return opts.threshold, f"{ra}/{rb} rounds"
-
-
-def metric_verdict(d: dict[str, Any], p_adj: float | None, alpha: float, floor: float | None,
-                   opts: DiffOptions) -> MetricDiff:
-    """Slower/faster: significant in its family and beyond the effect; unchanged: CI in the band."""
-    th = opts.threshold
-    verdict, reason = "unresolved", d["reason"]
-    ci = d["ci"]
-    if ci is not None and p_adj is not None:
-        lo, hi = ci
-        eff, rounds = _effect(d, opts)
-        span = (f"{d['metric']} ratio {d['ratio']:.3f}, {opts.level:.0%} CI [{lo:.3f}, {hi:.3f}] "
-                f"({rounds}), Holm p={p_adj:.3g}")
-        delta = d["head_ns"] - d["base_ns"]
-        beyond = d["ratio"] >= 1 + eff or d["ratio"] <= 1 - eff
-        if p_adj < alpha and beyond:
-            if _resolvable(delta, floor, opts.floor_multiple):
-                verdict, reason = ("slower" if d["ratio"] > 1 else "faster"), span
-            else:
-                reason = (f"{span}: the change {fmt_delta(delta)} is under {opts.floor_multiple:g}× "
-                          f"the harness floor ({floor:.0f} ns)")
-        elif 1 - th <= lo and hi <= 1 + th:
-            verdict, reason = "unchanged", f"{span} within ±{th:.0%}"
-        elif p_adj < alpha:
-            reason = f"{span}: significant but not beyond ±{eff:.0%}"
-        else:
-            reason = f"{span}: not significant at {alpha:g}, interval straddles ±{th:.0%}"
-    return MetricDiff(metric=d["metric"], base_ns=d["base_ns"], head_ns=d["head_ns"], ratio=d["ratio"],
-                      ci=tuple(ci) if ci else None, p_value=d["p_value"], p_holm=p_adj,
-                      verdict=verdict, reason=reason, rounds=d["rounds"])
-
-
-def combine(metrics: list[MetricDiff]) -> tuple[str, str]:
-    """A row's verdict from its metrics' (slower wins; faster only with nothing unresolved)."""
-    vs = [m.verdict for m in metrics]
-    if "slower" in vs:
-        verdict = "slower"
-    elif "faster" in vs:
-        verdict = "faster" if all(v in ("faster", "unchanged") for v in vs) else "unresolved"
-    elif all(v == "unchanged" for v in vs):
-        verdict = "unchanged"
-    else:
-        verdict = "unresolved"
-    return verdict, "; ".join(m.reason for m in metrics if m.reason)
-
-
-def judge(pending: Sequence[Pending], opts: DiffOptions) -> list[tuple[str, str, list[MetricDiff]]]:
-    """Holm within each metric's family, then each row's verdict (same order as ``pending``).
-
-    With two metrics each family gets half of alpha (Bonferroni between the families).
-    """
-    names = metric_names(opts)
-    alpha = opts.alpha / len(names)
-    padj: dict[tuple[int, int], float] = {}
-    for m in names:
-        flat = [(i, j) for i, p in enumerate(pending) for j, d in enumerate(p.metrics)
-                if d["metric"] == m and d["p_value"] is not None]
-        adjusted = stats.holm([pending[i].metrics[j]["p_value"] for i, j in flat])
-        padj.update(zip(flat, adjusted))
-    out = []
-    for i, p in enumerate(pending):
-        ms = [metric_verdict(d, padj.get((i, j)), alpha, p.floor, opts) for j, d in enumerate(p.metrics)]
-        out.append((*combine(ms), ms))
-    return out
 
 
 def _explain(base: ResultRow, head: ResultRow, floor: float | None) -> tuple[tuple[str, float], ...]:
@@ -440,14 +340,6 @@ def _one_sided(key: tuple[str, str, str], b: ResultRow | None, h: ResultRow | No
                    newly_invalid=b is None and one.status != "valid")
 
 
-def _refusal(key: tuple[str, str, str], verdict: str, kinds: dict[str, str], accepted: list[str],
-             opts: DiffOptions, common: dict[str, Any]) -> DiffRow:
-    refused = [k for k in kinds if k not in opts.accept]
-    return DiffRow(*key, verdict, reason="; ".join(f"{k}: {kinds[k]}" for k in refused)
-                   + " (pass " + " ".join(f"accept={k}" for k in refused) + " to compare anyway)",
-                   accepted=tuple(accepted), **common)
-
-
 def _request(r: Receipt, row: ResultRow) -> str | None:
     return row.request_sha256 or {c.name: c.request_sha256 for c in r.task.cases}.get(row.case)
 
@@ -463,18 +355,10 @@ class _Sides:
     opts: DiffOptions
     declared: dict[str, str]
     conditions: dict[str, str]
+    priors: Mapping[tuple[str, str, str], float]
 
 
-def _row(s: _Sides, key: tuple[str, str, str], b: ResultRow, h: ResultRow) -> DiffRow | Pending:
-    """A row's verdict when it needs no statistics, else a Pending row to measure."""
-    opts = s.opts
-    causes = compiler_causes(b, h)
-    common: dict[str, Any] = dict(base_status=b.status, head_status=h.status, causes=causes)
-    if not (b.usable and h.usable):
-        bad = [f"{n} {r.status}" + (f": {'; '.join(r.reasons)}" if r.reasons else "")
-               for n, r in ((s.base_name, b), (s.head_name, h)) if not r.usable]
-        return DiffRow(*key, "invalid", reason="; ".join(bad), newly_invalid=b.usable and not h.usable,
-                       **common)
+def _declared(s: _Sides, key: tuple[str, str, str], b: ResultRow, h: ResultRow) -> dict[str, str]:
     declared = dict(s.declared)
     if _request(s.base, b) != _request(s.head, h):
         declared["model"] = "; ".join(x for x in (declared.get("model"), f"request of case {key[1]} differs")
@@ -482,14 +366,41 @@ def _row(s: _Sides, key: tuple[str, str, str], b: ResultRow, h: ResultRow) -> Di
     ob, oh = declared_options(b), declared_options(h)
     if _canon(ob) != _canon(oh):
         declared["options"] = _dict_changes(ob, oh)
-    conditions = {**s.conditions, **row_conditions(b, h, s.base_name, s.head_name)}
+    return declared
+
+
+def _row_conditions(s: _Sides, b: ResultRow, h: ResultRow, a: list[Any], c: list[Any]) -> dict[str, str]:
+    measured = min(len(a), len(c)) >= MEASURED_PROCESSES
+    cond = row_conditions(b, h, s.base_name, s.head_name, receipts=(s.base, s.head), measured=measured,
+                          region=tuple(s.base.contract.stages), pacing_margin=s.opts.pacing_margin,
+                          threshold=s.opts.threshold)
+    receipt_level = {k: v for k, v in s.conditions.items() if k != "machine" or b.clock == "host"}
+    return {**receipt_level, **cond}
+
+
+def _row(s: _Sides, key: tuple[str, str, str], b: ResultRow, h: ResultRow) -> DiffRow | Pending:
+    """A row's verdict when it needs no statistics, else a Pending row to measure."""
+    opts = s.opts
+    common: dict[str, Any] = dict(base_status=b.status, head_status=h.status, causes=compiler_causes(b, h))
+    if not (b.usable and h.usable):
+        bad = [f"{n} {r.status}" + (f": {'; '.join(r.reasons)}" if r.reasons else "")
+               for n, r in ((s.base_name, b), (s.head_name, h)) if not r.usable]
+        return DiffRow(*key, "invalid", reason="; ".join(bad), newly_invalid=b.usable and not h.usable,
+                       **common)
+    declared = _declared(s, key, b, h)
+    a, c = process_samples(s.base, b), process_samples(s.head, h)
+    conditions = _row_conditions(s, b, h, a, c)
     accepted = [f"{k}: {why}" for k, why in {**declared, **conditions}.items() if k in opts.accept]
-    if any(k not in opts.accept for k in declared):
-        return _refusal(key, "not comparable", declared, accepted, opts, common)
-    if any(k not in opts.accept for k in conditions):
-        return _refusal(key, "unreliable", conditions, accepted, opts, common)
+    refused = [k for k in declared if k not in opts.accept]
+    if refused:
+        return DiffRow(*key, "not comparable", accepted=tuple(accepted), **common,
+                       reason="; ".join(f"{k}: {declared[k]}" for k in refused)
+                       + " (pass " + " ".join(f"accept={k}" for k in refused) + " to compare anyway)")
     fl = [f for f in (_floor(s.base, b.clock), _floor(s.head, h.clock)) if f is not None]
-    return Pending(key, b, h, row_rounds(s.base, b), row_rounds(s.head, h), max(fl) if fl else None,
+    prior = opts.drift if opts.drift is not None else s.priors.get(key)
+    return Pending(key, b, h, a, c, max(fl) if fl else None, prior=prior,
+                   fallback=PLAUSIBLE_DRIFT.get(b.clock, PLAUSIBLE_DRIFT["host"]),
+                   unreliable={k: v for k, v in conditions.items() if k not in opts.accept},
                    kw=dict(accepted=tuple(accepted), **common))
 
 
@@ -505,23 +416,37 @@ def _run_differences(base: Receipt, head: Receipt, opts: DiffOptions) -> tuple[d
     return declared, notes
 
 
+def _check_complete(base: Receipt, head: Receipt, opts: DiffOptions, names: tuple[str, str]) -> None:
+    if "incomplete" in opts.accept:
+        return
+    for name, r in zip(names, (base, head)):
+        if not r.is_complete:
+            why = r.interrupt_reason or "the run did not finish"
+            raise ComparisonRefused(f"{name} is an incomplete receipt ({why}): rows it lacks would "
+                                    "read as removed; rerun it, or pass accept=incomplete")
+
+
+def _process_count(r: Receipt) -> int:
+    return max((len(set(round_processes(r, row))) for row in r.results if row.samples_ns), default=0)
+
+
 def diff_receipts(base: Receipt, head: Receipt, options: DiffOptions | None = None,
-                  base_name: str = "BASE", head_name: str = "HEAD") -> DiffResult:
-    """Compare two loaded receipts; raise ComparisonRefused for different contracts."""
+                  base_name: str = "BASE", head_name: str = "HEAD",
+                  priors: Mapping[tuple[str, str, str], float] | None = None) -> DiffResult:
+    """Compare two loaded receipts; raise ComparisonRefused for different contracts.
+
+    ``priors``: a run-to-run spread per (task, case, runner) measured elsewhere (a row's history),
+    taken for a side of one process unless ``options.drift`` gives one for every row.
+    """
     opts = options or DiffOptions()
     check_contracts(base, head)
-    if "incomplete" not in opts.accept:
-        for name, r in ((base_name, base), (head_name, head)):
-            if not r.is_complete:
-                why = r.interrupt_reason or "the run did not finish"
-                raise ComparisonRefused(f"{name} is an incomplete receipt ({why}): rows it lacks would "
-                                        "read as removed; rerun it, or pass accept=incomplete")
+    _check_complete(base, head, opts, (base_name, head_name))
     ib, ih = _index(base, base_name), _index(head, head_name)
     declared, notes = _run_differences(base, head, opts)
-    conditions = environment_differences(base, head)
+    conditions = environment_differences(base, head, opts.threshold)
     notes += [f"{'accepted' if k in opts.accept else 'unreliable'}: {k} differs ({why})"
               for k, why in conditions.items()]
-    sides = _Sides(base, head, base_name, head_name, opts, declared, conditions)
+    sides = _Sides(base, head, base_name, head_name, opts, declared, conditions, priors or {})
     keys = [*ib, *(k for k in ih if k not in ib)]
     rows: dict[tuple[str, str, str], DiffRow] = {}
     pending: list[Pending] = []
@@ -543,12 +468,26 @@ def diff_receipts(base: Receipt, head: Receipt, options: DiffOptions | None = No
                       contract={k: getattr(base.contract, k) for k in ("name", "version", "first", "last",
                                                                           "clock", "hash")},
                       options=opts, rows=tuple(rows[k] for k in keys), notes=tuple(notes),
-                      floor_ns=max(floors) if floors else None)
+                      floor_ns=max(floors) if floors else None,
+                      processes=(_process_count(base), _process_count(head)))
+
+
+def _unreliable_reason(p: Pending) -> str:
+    """The conditions of an unreliable row: those of the whole receipts named (stated once in
+    the notes), the row's own in full."""
+    parts = [f"{k} (see the notes)" if k in RECEIPT_KINDS else f"{k}: {why}"
+             for k, why in p.unreliable.items()]
+    kinds = " ".join(f"accept={k}" for k in p.unreliable)
+    return "; ".join(parts) + f" (pass {kinds} to judge anyway)"
 
 
 def _judged(pending: Sequence[Pending], opts: DiffOptions) -> dict[tuple[str, str, str], DiffRow]:
     out = {}
     for p, (verdict, reason, ms) in zip(pending, judge(pending, opts)):
+        if p.unreliable:
+            out[p.key] = DiffRow(*p.key, verdict="unreliable", reason=_unreliable_reason(p),
+                                 metrics=tuple(ms), conditions=tuple(p.unreliable), **p.kw)
+            continue
         expl = _explain(p.base, p.head, p.floor) if verdict in ("slower", "faster") else ()
         out[p.key] = DiffRow(*p.key, verdict=verdict, reason=reason, metrics=tuple(ms), explanation=expl,
                              **p.kw)
@@ -573,6 +512,10 @@ def accept_kinds(values: Iterable[str]) -> frozenset[str]:
 
 # -- the runners of one run against its baseline runner ---------------------------------------
 
+METHOD = ("benchbox.receipts.diff (the diff engine): Welch's t on the processes' log-quantiles (paired "
+          "per process where the run had several), Holm per metric family")
+
+
 def _comparison_row(case: str, runner: str, baseline: str, b: ResultRow, h: ResultRow, verdict: str,
                     reason: str, metrics: Sequence[MetricDiff] = ()) -> Any:
     from benchbox.receipts.model import ComparisonRow
@@ -582,9 +525,7 @@ def _comparison_row(case: str, runner: str, baseline: str, b: ResultRow, h: Resu
     d: dict[str, Any] = {"case": case, "runner": runner, "baseline": baseline,
                          "p50_ratio": (sh.p50_ns or 0) / sb.p50_ns if sb.p50_ns else 0.0,
                          "p99_ratio": (sh.p99_ns or 0) / sb.p99_ns if sb.p99_ns else None,
-                         "p50_verdict": verdict, "reason": reason,
-                         "method": "benchbox.receipts.diff (the diff engine): hierarchical bootstrap over "
-                                   "rounds, Holm per metric family"}
+                         "p50_verdict": verdict, "reason": reason, "method": METHOD}
     for m in ("p50", "p99"):
         if m in by:
             d[f"{m}_ratio"] = by[m].ratio if by[m].ratio is not None else d[f"{m}_ratio"]
@@ -593,18 +534,36 @@ def _comparison_row(case: str, runner: str, baseline: str, b: ResultRow, h: Resu
     return ComparisonRow.of(d)
 
 
+def _runner_pending(receipt: Receipt, key: tuple[str, str, str], b: ResultRow, h: ResultRow,
+                    opts: DiffOptions, base_name: str) -> Pending | str:
+    """The statistics to take for one runner against the baseline, or why there are none."""
+    a, c = process_samples(receipt, b), process_samples(receipt, h)
+    measured = min(len(a), len(c)) >= MEASURED_PROCESSES
+    cond = {k: v for k, v in row_conditions(b, h, base_name, key[2], receipts=(receipt, receipt),
+                                            measured=measured).items()
+            if k != "versions" and k not in opts.accept}
+    if b.clock != h.clock:
+        return f"not comparable|timed with the {h.clock} clock vs the {b.clock} clock"
+    if cond:
+        return "unreliable|" + "; ".join(f"{k}: {v}" for k, v in cond.items())
+    paired = round_processes(receipt, b) == round_processes(receipt, h) and len(a) >= 2
+    return Pending(key, b, h, a, c, _floor(receipt, b.clock), prior=opts.drift,
+                   fallback=PLAUSIBLE_DRIFT.get(b.clock, PLAUSIBLE_DRIFT["host"]), paired=paired)
+
+
 def compare_runners(receipt: Receipt, baseline: str | None = None,
                     options: DiffOptions | None = None) -> Any:
     """Per case, each valid runner against the baseline runner, judged by the diff engine.
 
     The baseline's row is BASE and the runner's row HEAD; rows flagged noisy or unsettled
     are ``unreliable``, rows timed with different clocks ``not comparable``; Holm runs over
-    the rows of the run. Invalid rows are listed as excluded.
+    the rows of the run. Both rows come from the same processes, so with several processes
+    the comparison is paired. Invalid rows are listed as excluded.
     """
     from benchbox.receipts.model import Comparisons, Excluded
 
     opts = options or DiffOptions(metric="both")
-    base_name = baseline or (receipt.settings or {}).get("baseline") or (receipt.runners or (None,))[0]
+    base_name = str(baseline or (receipt.settings or {}).get("baseline") or (receipt.runners or ("",))[0])
     excluded = tuple(Excluded(runner=r.runner, case=r.case, status=r.status, reasons=r.reasons,
                               extra={"options": r.runner_report.options})
                      for r in receipt.results if r.status != "valid")
@@ -616,26 +575,19 @@ def compare_runners(receipt: Receipt, baseline: str | None = None,
     pending: list[Pending] = []
     order: list[tuple[str, str, str]] = []
     for case, runners in by_case.items():
-        b = runners.get(str(base_name))
+        b = runners.get(base_name)
         for name, h in runners.items():
             if b is None or name == base_name:
                 continue
             key = (receipt.task.name, case, name)
             order.append(key)
-            cond = {k: v for k, v in row_conditions(b, h, str(base_name), name).items()
-                    if k != "versions" and k not in opts.accept}
-            if b.clock != h.clock:
-                done[key] = _comparison_row(case, name, str(base_name), b, h, "not comparable",
-                                            f"timed with the {h.clock} clock vs the {b.clock} clock")
-            elif cond:
-                done[key] = _comparison_row(case, name, str(base_name), b, h, "unreliable",
-                                            "; ".join(f"{k}: {v}" for k, v in cond.items()))
+            got = _runner_pending(receipt, key, b, h, opts, base_name)
+            if isinstance(got, str):
+                verdict, why = got.split("|", 1)
+                done[key] = _comparison_row(case, name, base_name, b, h, verdict, why)
             else:
-                p = Pending(key, b, h, row_rounds(receipt, b), row_rounds(receipt, h),
-                            _floor(receipt, b.clock))
-                measure(p, opts)
-                pending.append(p)
+                measure(got, opts)
+                pending.append(got)
     for p, (verdict, reason, ms) in zip(pending, judge(pending, opts)):
-        done[p.key] = _comparison_row(p.key[1], p.key[2], str(base_name), p.base, p.head, verdict, reason,
-                                      ms)
-    return Comparisons(baseline=base_name, rows=tuple(done[k] for k in order), excluded=excluded)
+        done[p.key] = _comparison_row(p.key[1], p.key[2], base_name, p.base, p.head, verdict, reason, ms)
+    return Comparisons(baseline=base_name or None, rows=tuple(done[k] for k in order), excluded=excluded)

@@ -38,7 +38,7 @@ Fail = Callable[[str], None]
 assert tuple(StageName.__args__) == TIMELINE  # type: ignore[attr-defined]
 
 #: Rules the decoder enforces that a JSON Schema cannot state (the start of their messages).
-BEYOND_SCHEMA = ("round_sizes add up to", "hash ", "first is", "last is", "arrival ")
+BEYOND_SCHEMA = ("round_sizes add up to", "hash ", "first is", "last is", "arrival ", "round_process ")
 
 STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]
 
@@ -294,6 +294,9 @@ class ResultRow(_Base):
     clock_cross_check: dict[str, Any] | None = spec(omit_none=True)
     load: LoadRecord | None = spec(omit_none=True, description="paced arrivals: the load the samples ran "
                                                                "under")
+    round_process: tuple[Count, ...] | None = spec(
+        omit_none=True, description="for each round, the index (into the receipt's processes) of the "
+                                    "process that took it: rounds of one process are one replication")
 
     SCHEMA_EXTRA: ClassVar[dict[str, Any]] = {
         "if": {"properties": {"status": {"const": "valid"}}},
@@ -312,6 +315,18 @@ class ResultRow(_Base):
     @property
     def key(self) -> tuple[str, str]:
         return self.runner, self.case
+
+    def check_processes(self, processes: int, fail: Fail) -> None:
+        """round_process, where given, names a process of the receipt for every round."""
+        rp = self.round_process
+        if rp is None:
+            return
+        if len(rp) != len(self.round_sizes):
+            fail(f"round_process of {self.runner}/{self.case} has {len(rp)} entries for "
+                 f"{len(self.round_sizes)} rounds")
+        elif rp and max(rp) >= processes:
+            fail(f"round_process of {self.runner}/{self.case} names process {max(rp)}, but the receipt "
+                 f"lists {processes}")
 
     def rounds(self) -> list[tuple[int, ...]]:
         """The samples of each round, in sampling order."""
@@ -341,6 +356,29 @@ class ResultRow(_Base):
     @property
     def options(self) -> dict[str, Any]:
         return dict(self.runner_report.options or {})
+
+
+# -- the processes that took the samples ----------------------------------------------------
+
+@dataclass(frozen=True, kw_only=True)
+class ProcessRecord(_Base):
+    """One process that measured: a replication of the run. A fresh process re-draws everything
+    a run depends on (memory layout, hash seed, thread placement, compile draws); rounds taken in
+    one process are sub-samples of one replication."""
+
+    pid: int | None = spec(omit_none=True)
+    started_at: str | None = spec(omit_none=True, description="ISO 8601 time the process started "
+                                                              "measuring (UTC)")
+    source: str | None = spec(omit_none=True, description="the receipt it was joined from (combine)")
+    rounds: Count | None = spec(omit_none=True, description="rounds this process took")
+    load: dict[str, Any] | None = spec(omit_none=True, description="how busy the machine was as the "
+                                                                   "process started (busy_fraction)")
+    gpu: dict[str, Any] | None = spec(omit_none=True, description="the GPU while it worked: SM clock "
+                                      "and the throttle reasons read right after each case's samples")
+    control: dict[str, Any] | None = spec(omit_none=True, description="the control workload, a fixed "
+                                          "piece of host work timed in this process: p50_ns, n, name")
+    quieting: dict[str, Any] | None = spec(omit_none=True, description="what was done against noise: "
+                                           "CPU affinity, hash seed, garbage collector, threads")
 
 
 # -- comparisons between the runners of one run --------------------------------------------
@@ -409,6 +447,14 @@ class Receipt(_Base):
     calibration: Calibration = required()
     results: tuple[ResultRow, ...] = required()
     comparisons: Comparisons | None = spec(omit_none=True)
+    processes: tuple[ProcessRecord, ...] | None = spec(
+        omit_none=True, description="the processes that measured, in order (rows' round_process "
+                                    "index them); absent in receipts written before it was recorded")
+
+    def check(self, raw: Mapping[str, Any], fail: Fail) -> None:
+        if self.processes is not None:
+            for row in self.results:
+                row.check_processes(len(self.processes), fail)
 
     @property
     def is_complete(self) -> bool:

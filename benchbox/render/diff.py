@@ -20,29 +20,65 @@ def _metric_cells(r: DiffRow) -> list[str]:
     for m in r.metrics:
         ratio = f"{m.ratio:.3f}" if m.ratio is not None else "-"
         ci = f"[{m.ci[0]:.3f}, {m.ci[1]:.3f}]" if m.ci else "-"
-        cells.append(f"{m.metric} {_ms(m.base_ns)}→{_ms(m.head_ns)} ms ×{ratio} {ci}")
+        tag = " (advisory)" if m.advisory else " (not judged)" if r.verdict == "unreliable" else ""
+        cells.append(f"{m.metric} {_ms(m.base_ns)}→{_ms(m.head_ns)} ms ×{ratio} {ci}{tag}")
     return cells
 
 
-def _header(d: DiffResult) -> list[str]:
+def method_text(d: DiffResult) -> str:
+    """How the rows were judged, in one sentence."""
     o = d.options
+    kb, kh = d.processes
+    drift = f", run-to-run spread given as {o.drift:.1%}" if o.drift is not None else ""
+    return (f"metric {o.metric}, threshold ±{o.threshold:.1%}, {o.level:.0%} interval from Welch's t on "
+            f"the processes' log-quantiles ({kb} BASE / {kh} HEAD processes{drift}), Holm at alpha "
+            f"{o.alpha} per metric family, floor {o.floor_multiple:g}× harness floor"
+            + (f" ({d.floor_ns:.0f} ns)" if d.floor_ns is not None else "")
+            + (f", accepting differences in {', '.join(sorted(o.accept))}" if o.accept else ""))
+
+
+def resolution_text(d: DiffResult) -> str | None:
+    """What the diff could resolve: the smallest change its rows could detect, and how many
+    processes a side would resolve the threshold where they could not."""
+    res = d.resolution()
+    if res is None:
+        return None
+    th = d.options.threshold
+    text = (f"could detect changes of {res['median']:.1%} (median over {res['rows']} judged rows; "
+            f"largest {res['largest']:.1%}, at {d.options.power:.0%} power)")
+    if res["rows_over_threshold"]:
+        need = res["needed"]
+        text += (f"; {res['rows_over_threshold']} row(s) cannot resolve ±{th:.0%}: "
+                 + (f"{need} processes a side would" if need else
+                    "more processes than is practical would be needed (or the spread is unknown)"))
+    else:
+        text += f"; every judged row resolves ±{th:.0%}"
+    return text
+
+
+def _header(d: DiffResult) -> list[str]:
     c = d.contract
     lines = [f"benchbox diff {_t(d.base)} → {_t(d.head)}",
              _t(f"contract {c['name']} ({c['first']}..{c['last']}, {c['clock']} clock, "
                 f"hash {str(c['hash'])[:12]})"),
-             f"metric {o.metric}, threshold ±{o.threshold:.1%}, {o.level:.0%} interval "
-             f"({o.n_resamples} hierarchical bootstrap resamples over rounds, seed {o.seed}), Holm at "
-             f"alpha {o.alpha} per metric family, floor {o.floor_multiple:g}× harness floor"
-             + (f" ({d.floor_ns:.0f} ns)" if d.floor_ns is not None else "")
-             + (f", accepting differences in {', '.join(sorted(o.accept))}" if o.accept else "")]
+             method_text(d)]
+    res = resolution_text(d)
+    if res:
+        lines.append(f"resolution: {res}")
     lines += [f"note: {_t(n)}" for n in d.notes]
     return lines
 
 
 def _summary_line(d: DiffResult) -> str:
     counts = ", ".join(f"{n} {v}" for v, n in d.counts().items())
-    verdict = {1: "REGRESSION", 3: "no regression found, some rows unreliable"}.get(d.exit_code,
-                                                                                   "no regression")
+    if d.exit_code == 1:
+        verdict = "REGRESSION"
+    elif d.exit_code == 3 and any(r.verdict == "unreliable" for r in d.rows):
+        verdict = "no regression found, some rows unreliable"
+    elif d.exit_code == 3:
+        verdict = "nothing could be judged"
+    else:
+        verdict = "no regression"
     return f"{verdict}: {counts or 'no rows'}"
 
 
@@ -128,18 +164,18 @@ _ATTENTION = {"slower": 0, "invalid": 1, "unreliable": 2, "not comparable": 3, "
 
 
 def _markdown_head(d: DiffResult) -> list[str]:
+    unreliable = any(r.verdict == "unreliable" for r in d.rows)
     title = {1: "❌ benchbox: performance regression",
-             3: "⚠️ benchbox: no regression found, some rows could not be judged"}.get(
-        d.exit_code, "✅ benchbox: no regression")
-    o = d.options
+             3: "⚠️ benchbox: no regression found, some rows could not be judged" if unreliable
+             else "⚠️ benchbox: nothing could be judged"}.get(d.exit_code, "✅ benchbox: no regression")
     c = d.contract
-    lines = [f"### {title}", "",
-             f"{_md(d.base)} → {_md(d.head)} · contract **{_md(c['name'])}** ({_md(c['first'])}.."
-             f"{_md(c['last'])}, {_md(c['clock'])} clock, {_md(str(c['hash'])[:12])}) · metric {o.metric}"
-             f" · threshold ±{o.threshold:.1%} · {o.level:.0%} hierarchical bootstrap over rounds, "
-             f"Holm at alpha {o.alpha}"
-             + (f" · accepted: {', '.join(sorted(o.accept))}" if o.accept else ""), "",
-             f"**{_summary_line(d)}**", ""]
+    lines = [f"### {title}", "", f"**{_summary_line(d)}**", ""]
+    res = resolution_text(d)
+    if res:
+        lines += [f"**Resolution:** {_md(res)}", ""]
+    lines += [f"{_md(d.base)} → {_md(d.head)} · contract **{_md(c['name'])}** ({_md(c['first'])}.."
+              f"{_md(c['last'])}, {_md(c['clock'])} clock, {_md(str(c['hash'])[:12])}) · "
+              f"{_md(method_text(d))}", ""]
     lines += [f"> {_md(_clip(n))}" for n in d.notes[:20]]
     if len(d.notes) > 20:
         lines.append(f"> and {len(d.notes) - 20} more notes")
@@ -150,14 +186,20 @@ def _markdown_head(d: DiffResult) -> list[str]:
 
 def _markdown_row(r: DiffRow) -> str:
     if r.metrics:
-        bh = "<br>".join(f"{m.metric} {_ms(m.base_ns)} → {_ms(m.head_ns)} ms" for m in r.metrics)
-        rc = "<br>".join((f"×{m.ratio:.3f}" if m.ratio is not None else "-")
-                         + (f" [{m.ci[0]:.3f}, {m.ci[1]:.3f}]" if m.ci else "") for m in r.metrics)
+        grey = r.verdict == "unreliable"  # numbers kept, in italics: shown, not judged
+        bh = "<br>".join(_it(f"{m.metric} {_ms(m.base_ns)} → {_ms(m.head_ns)} ms", grey) for m in r.metrics)
+        rc = "<br>".join(_it((f"×{m.ratio:.3f}" if m.ratio is not None else "-")
+                             + (f" [{m.ci[0]:.3f}, {m.ci[1]:.3f}]" if m.ci else "")
+                             + (" advisory" if m.advisory else ""), grey) for m in r.metrics)
     else:
         bh = rc = "-"
     why = ([r.reason] if r.reason else []) + _details(r)
     return (f"| {_md(_clip(r.runner, 120))} | {_md(_clip(r.case, 120))} | {_MARK.get(r.verdict, '')} "
             f"**{r.verdict}** | {bh} | {rc} | {'<br>'.join(_md(_clip(w, 400)) for w in why)} |")
+
+
+def _it(text: str, on: bool) -> str:
+    return f"*{text}*" if on else text
 
 
 def diff_json(d: DiffResult) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 from benchbox.contracts import IDLE_MODES
 from benchbox.errors import FieldError
 from benchbox.harness.arrival import DEFAULT_MAX_BACKLOG, DEFAULT_MAX_QUEUE_MS, LoadBound
+from benchbox.harness.quiet import GC_MODES
 from benchbox.harness.sampling import (
     DEFAULT_MAX_SAMPLES,
     DEFAULT_MAX_TIME_S,
@@ -62,14 +63,19 @@ class RunConfig:
                                         "the receipt.")
     warmup: int = _f(DEFAULT_WARMUP, help="Untimed calls before sampling.")
     samples: int = _f(DEFAULT_SAMPLES, help="Fixed sample count (a two-sided 95% p99 interval needs ≥ 368).")
-    repeats: int = _f(1, help="Take the samples in K independent rounds, separated in time: every (runner, "
-                              "case) gets one round in turn, K times, each round after its own warm-up; "
-                              "the receipt keeps each sample's round and diff measures run-to-run "
-                              "variance from them (CI: 5).")
-    fresh_processes: bool = _f(False, help="With repeats K ≥ 2: each round in a fresh worker process, as "
-                                           "pyperf does (task, reference and every runner's compile redone "
-                                           "per round), so the spread between rounds includes what a "
-                                           "process decides once; rounds kept in OUT.rounds/.")
+    repeats: int = _f(1, help="Take the samples in K rounds, each in a fresh process of its own (see "
+                              "fresh_processes): K replications, from whose spread diff measures "
+                              "run-to-run variance; the receipt keeps each sample's round and the process "
+                              "that took it.")
+    fresh_processes: bool = _f(True, help="With repeats K ≥ 2, each round in a fresh worker process (the "
+                                          "default, as pyperf does): task, reference and every runner's "
+                                          "compile redone per round, so the spread between rounds includes "
+                                          "what a process decides once, and diff counts K replications; "
+                                          "rounds kept in OUT.rounds/. Off (--in-process): the rounds share "
+                                          "one process and diff counts them as one replication.")
+    gc_mode: str = _f("on", help="The garbage collector while a (runner, case) is sampled: on (as Python "
+                                 "decides) or off (a full collection and gc.freeze() before the samples, "
+                                 "collection disabled during them); recorded per process.")
     target_ci: float | None = _f(None, help="Adaptive sampling: stop once the p50 95% interval half-width "
                                             "is below PCT percent (e.g. 1 or 1%), within max_samples and "
                                             "max_time_s.")
@@ -192,8 +198,8 @@ class RunConfig:
             raise FieldError("repeats", f"must be ≥ 1, got {self.repeats}")
         if self.repeats > 1 and self.target_ci is not None:
             raise FieldError("repeats", "adaptive sampling (target_ci) takes one round; drop one of them")
-        if self.fresh_processes and self.repeats < 2:
-            raise FieldError("fresh_processes", "fresh worker processes are per round: give repeats ≥ 2")
+        if self.gc_mode not in GC_MODES:
+            raise FieldError("gc_mode", f"must be one of {', '.join(GC_MODES)}, got {self.gc_mode!r}")
         if self.repeats > self.samples:
             raise FieldError("repeats", f"{self.repeats} rounds need at least as many samples "
                                         f"(samples = {self.samples})")
@@ -235,6 +241,11 @@ class RunConfig:
     @property
     def chosen_baseline(self) -> str:
         return self.baseline or ("torch-compile" if "torch-compile" in self.runners else self.runners[0])
+
+    @property
+    def in_workers(self) -> bool:
+        """Whether the rounds run in fresh worker processes."""
+        return self.fresh_processes and self.repeats > 1
 
 
 def _as_json(v: Any) -> Any:

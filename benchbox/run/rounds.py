@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from benchbox.harness.loop import Measurement
+from benchbox.harness.quiet import gc_paused
 from benchbox.harness.schedule import Sampled, merge, sample
 from benchbox.run.contain import contained
 
@@ -188,9 +189,12 @@ def _prepared(run: RunSteps) -> list[_InRounds]:
 
 def _one_round(run: RunSteps, item: _InRounds, policy: SamplingPolicy) -> None:
     """The (runner, case)'s share of one round, added to what it has."""
-    got = _contained(run, item, "sample", lambda: list(sample(run.harnesses, run.task, item.runner,
-                                                              item.case.request, policy,
-                                                              run.stop.should_stop)))
+    def step() -> list[Sampled]:
+        with gc_paused(run.cfg.gc_mode):
+            return list(sample(run.harnesses, run.task, item.runner, item.case.request, policy,
+                               run.stop.should_stop))
+
+    got = _contained(run, item, "sample", step)
     if got is None:
         return
     for i, s in enumerate(got):  # fewer than the contracts when an interrupt cut the round short

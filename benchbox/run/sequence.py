@@ -24,6 +24,8 @@ from benchbox.contracts import Contract, load_contract
 from benchbox.errors import FieldError, UsageError, error_line
 from benchbox.harness import Harness, PhaseTimer
 from benchbox.harness.clocks import HostClock, host_clock
+from benchbox.harness.control import measure_control
+from benchbox.harness.quiet import gc_paused, quieting
 from benchbox.harness.schedule import measured_before, sample, sampling_key
 from benchbox.receipts import build
 from benchbox.receipts.io import check_receipt_budget
@@ -124,6 +126,8 @@ class _Run:
         self.points = list(points) if points is not None else None
         self.output: Output | None = None
         self.limit = TimeLimit(cfg.case_time_limit_s)
+        #: the GPU's state read right after each case's samples (CUDA only)
+        self.gpu_readings: list[dict[str, Any]] = []
 
     def close(self) -> None:
         """Release the receipt paths (after the last write)."""
@@ -142,7 +146,7 @@ class _Run:
         cfg = self.cfg
         cfg.validate(self.runner_factory)
         self.contracts = self._contracts()
-        if cfg.fresh_processes:
+        if cfg.in_workers:
             return self._in_fresh_processes()
         self.output = Output.claim(cfg.out, [c.name for c in self.contracts], cfg.overwrite,
                                    paths=[p for _, p in self.points] if self.points is not None else None)
@@ -179,7 +183,8 @@ class _Run:
                 or self.clock is not host_clock:
             raise FieldError("fresh_processes", "a worker process finds its task and runners by name: a "
                                                 "task, runner factory, clock or sweep points given in code "
-                                                "cannot reach it")
+                                                "cannot reach it: run the rounds in one process "
+                                                "(fresh_processes = false)")
         return run_in_fresh_processes(self.cfg, [c.name for c in self.contracts], self.reporter)
 
     def _plan(self) -> RunPlan:
@@ -282,8 +287,13 @@ class _Run:
             settings["labels"] = dict(cfg.labels)
         if any(c.arrival.open_loop for c in self.contracts):
             settings["overload_bound"] = cfg.load_bound().describe()
+        settings["fresh_processes"] = cfg.in_workers
+        if cfg.gc_mode != "on":
+            settings["gc_mode"] = cfg.gc_mode
+        process = build.this_process(env, cfg.repeats, quieting(cfg.gc_mode, env.get("torch_threads")))
         receipts = [build.new_receipt(c, command=cfg.command, environment=env, task=self.task.info(),
-                                      cases=self.cases, settings=settings) for c in self.contracts]
+                                      cases=self.cases, settings=settings, process=process)
+                    for c in self.contracts]
         assert self.output is not None
         book = self.output
         book.receipts = receipts
@@ -308,6 +318,9 @@ class _Run:
                 self.progress(f"calibration failed: {error_line(e)}")
                 cals.append(Calibration(error=error_line(e)))
         self.receipts.update(lambda i, r: dataclasses.replace(r, calibration=cals[i]))
+        self.reporter.phase("control")
+        control = measure_control(self.clock)
+        self.receipts.update(lambda _, r: build.with_process_facts(r, control=control))
 
     # -- reference --------------------------------------------------------------------------
     def _reference(self) -> dict[str, CallTrace]:
@@ -423,7 +436,8 @@ class _Run:
         if failed is not None:
             return failed
         self.reporter.phase("sample", runner.name, case.name)
-        with self.log.capture(f"{runner.name} × {case.name}: sample", runner.name):
+        label = f"{runner.name} × {case.name}: sample"
+        with self.log.capture(label, runner.name), gc_paused(self.cfg.gc_mode):
             results = sample(self.harnesses, self.task, runner, case.request, self.policy, self._counted())
         return self.rows(runner, case, phases, gates, results)
 
@@ -464,7 +478,12 @@ class _Run:
 
     def rows(self, runner: Runner, case: Case, phases: PhaseTimer, gates: Any,
              results: Sequence[Any]) -> list[ResultRow]:
-        """One row per contract from what sampling gave."""
+        """One row per contract from what sampling gave (and, on CUDA, the GPU's state read while
+        it still works)."""
+        if self.cfg.device.startswith("cuda"):
+            from benchbox.environment import gpu_state
+
+            self.gpu_readings.append(gpu_state(self.cfg.device))
         rows: list[ResultRow] = []
         for harness, s in zip(self.harnesses, results):
             report = {**_report(runner), "prepare_s": dict(phases.seconds), **self._log_entry(runner.name)}
@@ -523,6 +542,9 @@ class _Run:
             from benchbox.environment import gpu_state
 
             environment = gpu_state(self.cfg.device)
+        if self.gpu_readings:
+            gpu = build.gpu_while_working(self.gpu_readings)
+            self.receipts.update(lambda _, r: build.with_process_facts(r, gpu=gpu))
         comparisons = [compare_runners(r, self.baseline) for r in self.receipts.receipts]
         self.receipts.finish(comparisons, environment)
         out = self.receipts

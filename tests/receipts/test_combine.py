@@ -24,7 +24,7 @@ def two_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     d = tmp_path_factory.mktemp("runs")
     out = []
     for i in range(2):
-        o = run(RunConfig(runners=("torch-eager",), cases=("invoice", "outage"), samples=12, warmup=1,
+        o = run(RunConfig(runners=("torch-eager",), cases=("invoice", "outage"), samples=40, warmup=1,
                           out=d / f"r{i}.json"))
         out.append(o.path)
     return out
@@ -37,9 +37,13 @@ def test_rows_keep_every_run_as_a_round_in_input_order(two_runs: list[Path]) -> 
     for row, ra, rb in zip(joined.results, a.results, b.results):
         assert row.samples_ns == ra.samples_ns + rb.samples_ns
         assert row.round_sizes == ra.round_sizes + rb.round_sizes
+        assert row.round_process == (0,) * len(ra.round_sizes) + (1,) * len(rb.round_sizes)
         assert row.summary.n == len(ra.samples_ns) + len(rb.samples_ns)
         assert row.stages_ns["compute"] == ra.stages_ns["compute"] + rb.stages_ns["compute"]
     assert [c["receipt"] for c in joined.settings["combined_from"]] == ["a", "b"]
+    assert [p.source for p in joined.processes] == ["a", "b"]
+    assert [p.pid for p in joined.processes] == [a.processes[0].pid, b.processes[0].pid]
+    assert all(p.control and p.control["p50_ns"] > 0 for p in joined.processes)
 
 
 def test_an_invalid_round_makes_the_row_invalid_with_the_round_named(two_runs: list[Path]) -> None:
@@ -68,7 +72,7 @@ def test_the_cli_writes_a_receipt_that_diff_reads(two_runs: list[Path], tmp_path
     out = tmp_path / "joined.json"
     r = cli.invoke(main, ["combine", *map(str, two_runs), "-o", str(out)])
     assert r.exit_code == 0, r.output
-    assert json.loads(out.read_text())["results"][0]["round_sizes"] == [12, 12]
+    assert json.loads(out.read_text())["results"][0]["round_sizes"] == [40, 40]
     again = cli.invoke(main, ["combine", *map(str, two_runs), "-o", str(out)])
     assert again.exit_code == 2 and "exists" in again.output
     # the same rounds on both sides: no change, whatever this machine's noise flags and load at start
@@ -77,8 +81,9 @@ def test_the_cli_writes_a_receipt_that_diff_reads(two_runs: list[Path], tmp_path
 
 
 def _at_load(r, busy: float):  # noqa: ANN001, ANN202 - a receipt with its load at start replaced
-    return replace(r, environment={**r.environment, "load": {"cores": 2, "busy_fraction": busy,
-                                                             "window_s": 0.5}})
+    load = {"cores": 2, "busy_fraction": busy, "window_s": 0.5}
+    return replace(r, environment={**r.environment, "load": load},
+                   processes=tuple(replace(p, load=load) for p in r.processes))
 
 
 def test_the_busiest_run_sets_the_load_so_a_load_in_a_later_round_reaches_the_diff(
@@ -100,81 +105,29 @@ def test_the_busiest_run_sets_the_load_so_a_load_in_a_later_round_reaches_the_di
 
 
 def _with_rounds(r, sizes: tuple[int, ...], repeats: int):  # noqa: ANN001, ANN202
-    rows = tuple(replace(row, round_sizes=sizes) for row in r.results)
+    rows = tuple(replace(row, round_sizes=sizes, round_process=(0,) * len(sizes)) for row in r.results)
     return replace(r, results=rows, settings={**r.settings, "repeats": repeats})
 
 
-def test_each_run_is_an_independent_round_for_the_diff(two_runs: list[Path]) -> None:
-    """The CI recipe joins single-round runs: the diff must see one round per run, not one
-    round of all the samples (which would take the runs' spread for certainty)."""
-    from benchbox.receipts.diff import row_rounds
+def test_each_run_is_a_process_for_the_diff(two_runs: list[Path]) -> None:
+    """The CI recipe joins one-process runs: the diff must count one replication per run, not one
+    of all the samples (which would take the runs' spread for certainty)."""
+    from benchbox.receipts.replication import process_samples
 
     a, b = (load_receipt(p) for p in two_runs)
     joined = combine([a, b], ["a", "b"])
     assert joined.settings["repeats"] == 2
     for row, ra, rb in zip(joined.results, a.results, b.results):
-        assert [len(x) for x in row_rounds(joined, row)] == [len(ra.samples_ns), len(rb.samples_ns)]
+        assert [len(x) for x in process_samples(joined, row)] == [len(ra.samples_ns), len(rb.samples_ns)]
 
 
-def test_a_single_pass_sub_rounds_collapse_and_repeated_runs_keep_their_rounds(two_runs: list[Path]) -> None:
-    a, b = (load_receipt(p) for p in two_runs)
-    # one pass interleaved between contracts (repeats 1): its sub-rounds are not independent
-    single = combine([_with_rounds(a, (6, 6), 1), _with_rounds(b, (6, 6), 1)], ["a", "b"])
-    assert single.settings["repeats"] == 2
-    assert {row.round_sizes for row in single.results} == {(12, 12)}
-    # runs of --repeats 2: each of their rounds is independent
-    repeated = combine([_with_rounds(a, (6, 6), 2), _with_rounds(b, (6, 6), 2)], ["a", "b"])
-    assert repeated.settings["repeats"] == 4
-    assert {row.round_sizes for row in repeated.results} == {(6, 6, 6, 6)}
-
-
-def test_a_side_busy_in_more_of_its_runs_is_unreliable_even_when_both_have_a_busy_run(
-        two_runs: list[Path], tmp_path: Path) -> None:
-    """Base busy in 1 of 2 runs (a previous process still ending), head in 2 of 2 (loaded):
-    both joined receipts have a busy run, yet the conditions differ."""
-    from benchbox.receipts.diff import DiffOptions, diff_receipts
-    from benchbox.receipts.io import write_receipt
+def test_sub_rounds_and_in_process_rounds_stay_with_their_process(two_runs: list[Path]) -> None:
+    from benchbox.receipts.replication import process_samples
 
     a, b = (load_receipt(p) for p in two_runs)
-    write_receipt(tmp_path / "base.json", combine([_at_load(a, 0.0), _at_load(b, 0.5)], ["a", "b"]))
-    write_receipt(tmp_path / "head.json", combine([_at_load(a, 1.0), _at_load(b, 1.0)], ["a", "b"]))
-    d = diff_receipts(load_receipt(tmp_path / "base.json"), load_receipt(tmp_path / "head.json"),
-                      DiffOptions(accept=frozenset({"noisy", "unsettled"})))
-    assert {r.verdict for r in d.rows} == {"unreliable"}
-    assert all("busy at start in 1 of 2 runs" in r.reason and "2 of 2" in r.reason for r in d.rows)
-    # the same share on both sides: no longer a difference, but runs that started busy still shared
-    # the CPU with other work, so the rows stay unreliable, saying so
-    write_receipt(tmp_path / "head2.json", combine([_at_load(a, 0.9), _at_load(b, 0.0)], ["a", "b"]))
-    same = diff_receipts(load_receipt(tmp_path / "base.json"), load_receipt(tmp_path / "head2.json"),
-                         DiffOptions(accept=frozenset({"noisy", "unsettled"})))
-    assert {r.verdict for r in same.rows} == {"unreliable"}
-    assert all("both sides shared the CPU" in r.reason for r in same.rows)
-    # idle in every run on both sides: no load condition
-    write_receipt(tmp_path / "idle1.json", combine([_at_load(a, 0.0), _at_load(b, 0.1)], ["a", "b"]))
-    write_receipt(tmp_path / "idle2.json", combine([_at_load(a, 0.2), _at_load(b, 0.0)], ["a", "b"]))
-    idle = diff_receipts(load_receipt(tmp_path / "idle1.json"), load_receipt(tmp_path / "idle2.json"),
-                         DiffOptions(accept=frozenset({"noisy", "unsettled"})))
-    assert not any("load" in r.reason for r in idle.rows)
-
-
-def test_combine_never_replaces_what_is_at_its_output(two_runs: list[Path], tmp_path: Path) -> None:
-    """A dangling symbolic link is not "existing" to a check before writing; the exclusive write
-    refuses it all the same, and leaves the link as it was."""
-    link = tmp_path / "joined.json"
-    link.symlink_to(tmp_path / "nowhere.json")
-    line = one_line_exit_2(["combine", *map(str, two_runs), "-o", str(link)])
-    assert str(link) in line and "exists" in line
-    assert link.is_symlink() and not (tmp_path / "nowhere.json").exists()
-
-
-def test_a_combined_receipt_over_the_read_limit_is_not_written(two_runs: list[Path], tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """With the read limit lowered (256 MiB of runs cannot be made here) to just above the
-    largest input: the inputs load, their join would not, so it is refused before writing."""
-    from benchbox.receipts import io
-
-    monkeypatch.setattr(io, "MAX_RECEIPT_BYTES", max(p.stat().st_size for p in two_runs) + 1)
-    out = tmp_path / "joined.json"
-    line = one_line_exit_2(["combine", *map(str, two_runs), "-o", str(out)])
-    assert "read limit" in line and "joined.json" in line
-    assert not out.exists() and not list(tmp_path.iterdir())
+    # one pass interleaved between contracts, or --repeats 2 in one process: one process per run
+    rounds = combine([_with_rounds(a, (20, 20), 2), _with_rounds(b, (20, 20), 2)], ["a", "b"])
+    assert rounds.settings["repeats"] == 4
+    for row in rounds.results:
+        assert row.round_sizes == (20, 20, 20, 20) and row.round_process == (0, 0, 1, 1)
+        assert [len(x) for x in process_samples(rounds, row)] == [40, 40]

@@ -22,13 +22,16 @@ from tests.conftest import make_receipt
 from tests.support import loaded
 
 TASK = "tests.diff_tasks:factory"
-#: 50 ms sleep per call; the slowed case sleeps 20 ms (40%) more, in serialize (one round per
-#: receipt: a change must exceed 25% when run-to-run variance is unknown).
+#: 50 ms sleep per call; the slowed case sleeps 20 ms (40%) more, in serialize (one process per
+#: receipt: judged against the run-to-run spread DRIFT).
 SLOW = {"slow_case": "beta", "extra_ms": 20}
 #: Sleeps on a shared machine are often flagged noisy, and a run may start while the machine is busy
 #: (a load condition even when both sides were busy); tests of the statistics accept both. The
 #: conditions have tests of their own (test_compare.py).
 CONDITIONS = frozenset({"noisy", "unsettled", "load"})
+#: Each receipt here is one process, so the tests give a run-to-run spread (as a user gives a
+#: measured one with --drift) instead of the largest ever measured: a sleep's, on a busy machine.
+DRIFT = 0.08
 
 
 @pytest.fixture(scope="session")
@@ -44,8 +47,10 @@ def receipts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _cli(*args: str, env: dict[str, str] | None = None, conditions: bool = True) -> tuple[int, str]:
-    """The CLI; a diff accepts noisy/unsettled rows unless ``conditions`` is False."""
+    """The CLI; a diff accepts noisy/unsettled rows unless ``conditions`` is False, and is given the
+    sleep's run-to-run spread."""
     extra = [f"--accept={k}" for k in sorted(CONDITIONS)] if args[0] == "diff" and conditions else []
+    extra += [f"--drift={DRIFT:.0%}"] if args[0] == "diff" and "--drift" not in " ".join(args) else []
     r = CliRunner().invoke(main, [*args, *extra], env=env)
     return r.exit_code, r.output
 
@@ -53,6 +58,7 @@ def _cli(*args: str, env: dict[str, str] | None = None, conditions: bool = True)
 def diff_files(base: Path, head: Path, options: DiffOptions | None = None) -> Any:
     """The library diff, accepting noisy/unsettled rows as the CLI helper does."""
     o = options or DiffOptions()
+    o = dataclasses.replace(o, drift=DRIFT) if o.drift is None else o
     return _diff_files(base, head, dataclasses.replace(o, accept=o.accept | CONDITIONS))
 
 
@@ -151,7 +157,7 @@ def test_mutated_other_gpu_is_not_comparable_unless_accepted(receipts: dict[str,
     other = _mutated(receipts["base2"], tmp_path / "gpu.json",
                      lambda r: r["environment"].update(gpu={"name": "NVIDIA H200"}))
     code, out = _cli("diff", str(receipts["base"]), str(other), "--format", "json")
-    assert code == 0
+    assert code == 3  # no row could be judged: CI must not stay green on it
     rows = json.loads(out)["rows"]
     assert {r["verdict"] for r in rows} == {"not comparable"}
     assert all("device: cpu → NVIDIA H200" in r["reason"] for r in rows)
@@ -219,38 +225,43 @@ def test_mutated_newly_invalid_row_fails_and_new_removed_rows(receipts: dict[str
     assert code == 0
 
 
-def test_p99_is_refused_below_the_resolvable_sample_count(receipts: dict[str, Path]) -> None:
-    d = diff_files(receipts["base"], receipts["slow"], DiffOptions(metric="p99"))
-    assert {r.verdict for r in d.rows} == {"unresolved"}
-    assert all("368 samples" in r.reason for r in d.rows)
-    d = diff_files(receipts["base"], receipts["slow"], DiffOptions(metric="both"))
+def test_p99_from_too_few_samples_per_process_is_advisory(receipts: dict[str, Path]) -> None:
+    d = diff_files(receipts["base"], receipts["slow"], DiffOptions(metric="p99", drift=DRIFT))
+    assert {r.verdict for r in d.rows} == {"unresolved"} and d.exit_code == 3  # nothing judged
+    assert all("advisory: a verdict needs ≥ 200 samples per process (fewest here 30)" in r.reason
+               for r in d.rows)
+    d = diff_files(receipts["base"], receipts["slow"], DiffOptions(metric="both", drift=DRIFT))
     beta = next(r for r in d.rows if r.case == "beta")
     assert beta.verdict == "slower" and [m.metric for m in beta.metrics] == ["p50", "p99"]
+    assert [m.advisory for m in beta.metrics] == [False, True]
 
 
 def test_change_inside_a_wider_threshold_is_unchanged(receipts: dict[str, Path]) -> None:
-    code, out = _cli("diff", str(receipts["base"]), str(receipts["slow"]), "--threshold", "60%",
+    code, out = _cli("diff", str(receipts["base"]), str(receipts["slow"]), "--threshold", "90%",
                      "--format", "json")
     assert code == 0
     assert _verdicts(out)["beta"] == "unchanged"
 
 
-def test_mutated_one_round_change_under_the_single_round_effect_is_unresolved(
+def test_mutated_one_process_change_is_judged_against_the_run_to_run_spread(
         receipts: dict[str, Path], tmp_path: Path) -> None:
+    """Every sample of beta ×1.10, one process a side: beyond a measured 1% spread it is slower;
+    against the largest spread measured between processes (none given) it is unresolved, and
+    the row says what it could detect."""
     def edit(r: dict) -> None:
         for row in r["results"]:
             if row["case"] == "beta":
                 row["samples_ns"] = [int(v * 1.10) for v in row["samples_ns"]]
 
     other = _mutated(receipts["base"], tmp_path / "edge.json", edit)
-    d = diff_files(receipts["base"], other)
+    d = diff_files(receipts["base"], other, DiffOptions(drift=0.01))
     beta = next(r for r in d.rows if r.case == "beta")
     lo, hi = beta.metrics[0].ci
-    assert 1.05 < lo <= hi < 1.25  # significant and beyond ±5%, but one round: the bar is ±25%
-    assert beta.verdict == "unresolved" and "run-to-run variance unknown" in beta.reason
-    assert d.exit_code == 0
-    d = diff_files(receipts["base"], other, DiffOptions(single_round_effect=0.05))
-    assert next(r for r in d.rows if r.case == "beta").verdict == "slower"
+    assert 1.0 < lo <= hi < 1.25 and beta.verdict == "slower" and beta.metrics[0].spread == ("prior", "prior")
+    d = _diff_files(receipts["base"], other, DiffOptions(accept=CONDITIONS))
+    beta = next(r for r in d.rows if r.case == "beta")
+    assert beta.verdict == "unresolved" and "spread assumed at the largest measured" in beta.reason
+    assert beta.detectable > 0.5 and d.exit_code == 0
 
 
 @pytest.mark.parametrize("args, needle", [
@@ -306,70 +317,10 @@ def test_diff_never_imports_torch_or_tensorrt(receipts: dict[str, Path]) -> None
 
 # -- the two-sample statistics -------------------------------------------------------------
 
-def test_ratio_ci_agrees_with_scipy_bca() -> None:
-    from scipy.stats import bootstrap
-
-    rng = np.random.default_rng(3)
-    a, b = rng.lognormal(0, 0.4, 300), rng.lognormal(0.1, 0.4, 300)
-    ours = stats.ratio_ci(a, b, q=0.5, level=0.95, n_resamples=4000)
-    ref = bootstrap((a, b), lambda x, y, axis: np.median(y, axis=axis) / np.median(x, axis=axis),
-                    method="BCa", n_resamples=4000, random_state=0, vectorized=True).confidence_interval
-    assert ours is not None
-    assert ours[0] == pytest.approx(ref.low, rel=0.02)
-    assert ours[1] == pytest.approx(ref.high, rel=0.02)
-    assert ours[0] < np.median(b) / np.median(a) < ours[1]
-    assert stats.ratio_ci(a, b) == stats.ratio_ci(a, b)  # fixed seed: reproducible
-
-
-def test_ratio_ci_covers_the_true_ratio_about_95_percent() -> None:
-    rng = np.random.default_rng(7)
-    true = np.exp(0.1)  # median of lognormal(0.1, s) / median of lognormal(0, s)
-    hits = 0
-    for i in range(200):
-        ci = stats.ratio_ci(rng.lognormal(0, 0.5, 60), rng.lognormal(0.1, 0.3, 60), seed=i,
-                            n_resamples=1000)
-        hits += ci is not None and ci[0] <= true <= ci[1]
-    assert 0.88 <= hits / 200 <= 0.99
-
-
-def test_ratio_ci_none_for_too_few_samples() -> None:
-    assert stats.ratio_ci([1, 2, 3], [1, 2, 3]) is None
-    assert stats.ratio_ci([0] * 10, [1] * 10) is None
-    assert stats.ratio_ci([5] * 10, [5] * 10) == (1.0, 1.0)
-
-
 def test_holm_matches_hand_computation() -> None:
     assert stats.holm([0.01, 0.04, 0.03, 0.5]) == pytest.approx([0.04, 0.09, 0.09, 0.5])
     assert stats.holm([]) == []
     assert stats.holm([0.9, 0.8]) == pytest.approx([1.0, 1.0])
-
-
-def test_tail_test_sees_a_tail_only_change_that_the_rank_test_misses() -> None:
-    rng = np.random.default_rng(0)
-    a = rng.normal(100, 1, 2000)
-    b = rng.normal(100, 1, 2000)
-    b[rng.choice(2000, 60, replace=False)] += 50  # 3% of calls get much slower; the median does not move
-    assert stats.brunner_munzel(a, b) > 0.01
-    p, ea, eb, _ = stats.tail_test(a, b, 0.99)
-    assert p < 1e-6 and eb > ea
-
-
-def test_brunner_munzel_matches_scipy_with_ties_and_unequal_spreads() -> None:
-    from scipy.stats import brunnermunzel
-
-    rng = np.random.default_rng(5)
-    for i in range(60):
-        n1, n2 = (int(v) for v in rng.integers(5, 200, 2))
-        if i % 2:
-            a, b = rng.integers(0, 20, n1).astype(float), rng.integers(1, 25, n2).astype(float)
-        else:
-            a, b = rng.lognormal(0, 0.2, n1), rng.lognormal(0.05, 1.5, n2)
-        assert stats.brunner_munzel(a, b) == pytest.approx(brunnermunzel(a, b).pvalue, abs=1e-12)
-
-
-def test_brunner_munzel_degenerate_inputs() -> None:
-    assert stats.brunner_munzel([3] * 10, [3] * 10) == 1.0
-    assert stats.brunner_munzel(list(range(10)), list(range(100, 110))) < 0.001
 
 
 def test_min_n_for_p99_is_368() -> None:
@@ -378,10 +329,13 @@ def test_min_n_for_p99_is_368() -> None:
 
 def test_holm_across_rows_keeps_false_alarms_down() -> None:
     """50 rows of identical distributions: Holm at 0.05 flags almost no run; uncorrected flags most."""
+    from scipy.stats import ttest_ind
+
     rng = np.random.default_rng(11)
     holm_alarm = raw_alarm = 0
     for _ in range(40):
-        ps = [stats.brunner_munzel(rng.lognormal(0, 0.3, 40), rng.lognormal(0, 0.3, 40)) for _ in range(50)]
+        ps = [float(ttest_ind(rng.normal(0, 0.3, 5), rng.normal(0, 0.3, 5), equal_var=False).pvalue)
+              for _ in range(50)]
         raw_alarm += min(ps) < 0.05
         holm_alarm += min(stats.holm(ps)) < 0.05
     assert holm_alarm <= 6 and raw_alarm >= 25

@@ -20,7 +20,9 @@ from tests.support import GOLDEN
 
 #: Paths (dotted, list indices as []) whose values depend on the machine or the moment.
 VOLATILE = ("created_at", "command", "environment", "results[].reasons", "results[].clock_note",
-            "results[].steady_state", "results[].summary.unresolved")
+            "results[].steady_state", "results[].summary.unresolved", "processes[].started_at",
+            "processes[].load", "processes[].quieting.cpus", "processes[].quieting.cpu_count",
+            "processes[].quieting.hash_seed", "processes[].quieting.threads")
 
 
 def _volatile(path: str) -> bool:

@@ -25,21 +25,25 @@ def test_diff_plot_and_show_agree_on_every_verdict(tmp_path: Path) -> None:
 
     rng = np.random.default_rng(21)
 
-    def x(scale: float = 1.0, sigma: float = 0.05) -> list[np.ndarray]:
-        return [1e6 * scale * np.exp(rng.normal(0, sigma, 400))]
+    def x(scale: float = 1.0) -> list[np.ndarray]:  # five processes, 2% apart
+        return [1e6 * scale * np.exp(rng.normal(0, 0.02) + rng.normal(0, 0.05, 400)) for _ in range(5)]
 
     base = synthetic_receipt({("torch-eager", "same"): x(), ("torch-eager", "slow"): x(),
-                              ("torch-eager", "fast"): x(), ("torch-eager", "noisy"): x(),
-                              ("torch-eager", "gone"): x()})
+                              ("torch-eager", "fast"): x(), ("torch-eager", "other"): x(),
+                              ("torch-eager", "gone"): x()}, repeats=5)
     head = synthetic_receipt({("torch-eager", "same"): x(), ("torch-eager", "slow"): x(1.6),
-                              ("torch-eager", "fast"): x(0.6), ("torch-eager", "noisy"): x(sigma=0.6),
-                              ("torch-eager", "added"): x()})
-    pb, ph = _write(tmp_path, "base.json", base), _write(tmp_path, "head.json", head)
+                              ("torch-eager", "fast"): x(0.6), ("torch-eager", "other"): x(),
+                              ("torch-eager", "added"): x()}, repeats=5)
+    pb = _write(tmp_path, "base.json", base)
+    doc = head.to_json()  # the runner's library changed on one row: a condition, never a verdict
+    next(r for r in doc["results"] if r["case"] == "other")["runner_report"]["versions"] = {"torch": "2.99"}
+    ph = tmp_path / "head.json"
+    ph.write_text(json.dumps(doc))
 
     r = CliRunner().invoke(main, ["diff", str(pb), str(ph), "--format", "json"])
     diff = {row["case"]: row["verdict"] for row in json.loads(r.output)["rows"]}
     assert r.exit_code == 1
-    assert diff == {"same": "unchanged", "slow": "slower", "fast": "faster", "noisy": "unreliable",
+    assert diff == {"same": "unchanged", "slow": "slower", "fast": "faster", "other": "unreliable",
                     "gone": "removed", "added": "new"}
 
     fig = figure(label_receipts([pb, ph], [load_receipt(pb), load_receipt(ph)]), "diff", 0.05)

@@ -1,0 +1,60 @@
+"""The control workload: a fixed piece of host work, timed in every process that measures.
+
+It is benchbox's own code and never the code under test — decode a fixed JSON document, sort
+and sum its numbers, encode it again: the kind of host work a task's ``parse`` and
+``serialize`` do. What moves it between two runs is the machine (its clock, its load, its
+caches), not a change to the task or runner. So a diff can tell machine drift from a code
+change: when the control moved beyond the threshold, the row is ``unreliable (machine)``
+(:func:`benchbox.receipts.conditions.control_difference`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+from benchbox.harness.clocks import HostClock, host_clock
+from benchbox.stats import log_quantile_se, quantile
+
+#: The control's name and version: a change to its work is a new version, never compared.
+NAME = "json-sort-v1"
+#: Timed calls (after the warm-up calls) per process.
+CALLS = 200
+WARMUP = 20
+
+
+def _document() -> bytes:
+    """A fixed request-like document: 32 records of text and 32 numbers each (about 12 KB)."""
+    rng = np.random.default_rng(20261203)
+    records = [{"id": i, "name": f"item-{i:04d}", "tags": ["alpha", "beta", "gamma"][: 1 + i % 3],
+                "values": [round(float(v), 6) for v in rng.random(32)]} for i in range(32)]
+    return json.dumps({"records": records}).encode()
+
+
+def _work(doc: bytes) -> int:
+    obj = json.loads(doc)
+    total = 0.0
+    for rec in obj["records"]:
+        rec["values"].sort()
+        total += sum(rec["values"])
+    return len(json.dumps(obj)) + int(total)
+
+
+def measure_control(clock: HostClock = host_clock, calls: int = CALLS,
+                    warmup: int = WARMUP) -> dict[str, Any]:
+    """Time the control ``calls`` times after ``warmup`` untimed calls: its p50, the standard
+    error of its log p50 (for comparing processes), and what it is."""
+    doc = _document()
+    for _ in range(warmup):
+        _work(doc)
+    samples = np.empty(calls, dtype=np.int64)
+    for i in range(calls):
+        t0 = clock()
+        _work(doc)
+        samples[i] = clock() - t0
+    x = np.sort(samples)
+    return {"name": NAME, "n": calls, "p50_ns": int(round(quantile(x, 0.5))),
+            "se_log": log_quantile_se(x, 0.5), "min_ns": int(x[0]),
+            "what": "decode a fixed 12 KB JSON document, sort and sum its numbers, encode it again"}

@@ -1,0 +1,71 @@
+"""The process as the unit of replication: which process took each round of a row.
+
+A fresh process re-draws everything a run depends on (memory layout, hash seed, thread
+placement, compile draws); rounds taken in one process share all of it. So a comparison across
+runs counts processes, not rounds: the rounds of one process are pooled into one replication.
+
+A receipt written by this version says it outright (``processes`` and each row's
+``round_process``). For older receipts it is read from how they were made: a run of fresh-process
+rounds (``settings.fresh_processes``) or a ``combine`` of one-round runs has one process per round;
+a ``combine`` of runs with in-process rounds has one process per joined run, its rounds in equal
+consecutive shares; any other receipt — one run, with or without in-process ``--repeats`` — is
+one process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from benchbox.receipts.model import ProcessRecord, Receipt, ResultRow
+
+
+def _legacy_runs(receipt: Receipt) -> int:
+    settings = receipt.settings or {}
+    joined = settings.get("combined_from")
+    return len(joined) if isinstance(joined, list) and joined else 1
+
+
+def round_processes(receipt: Receipt, row: ResultRow) -> tuple[int, ...]:
+    """For each round of ``row``, the index of the process that took it."""
+    rounds = len(row.round_sizes)
+    if row.round_process is not None and len(row.round_process) == rounds:
+        return tuple(row.round_process)
+    settings = receipt.settings or {}
+    runs = _legacy_runs(receipt)
+    if settings.get("fresh_processes") is True or (runs > 1 and runs == rounds):
+        return tuple(range(rounds))
+    if runs > 1 and rounds % runs == 0:
+        share = rounds // runs
+        return tuple(i // share for i in range(rounds))
+    return (0,) * rounds
+
+
+def process_samples(receipt: Receipt, row: ResultRow) -> list[np.ndarray]:
+    """The row's samples, one array per process that took some, in order of first appearance."""
+    if not row.round_sizes:
+        return [np.asarray(row.samples_ns, dtype=np.float64)] if row.samples_ns else []
+    groups: dict[int, list[tuple[int, ...]]] = {}
+    for proc, samples in zip(round_processes(receipt, row), row.rounds()):
+        if samples:
+            groups.setdefault(proc, []).append(samples)
+    return [np.asarray([v for part in parts for v in part], dtype=np.float64) for parts in groups.values()]
+
+
+def processes(receipt: Receipt) -> tuple[ProcessRecord, ...]:
+    """The processes that measured: as recorded, else one record per legacy run, from its
+    environment (the load of each joined run, the GPU reading of the first)."""
+    if receipt.processes:
+        return receipt.processes
+    env = receipt.environment
+    by_run = env.get("load_by_run")
+    runs = _legacy_runs(receipt)
+    loads: list[Any] = list(by_run) if isinstance(by_run, list) and len(by_run) == runs else [None] * runs
+    first_load = env.get("load") if isinstance(env.get("load"), Mapping) else None
+    out = []
+    for i, busy in enumerate(loads):
+        load = {"busy_fraction": busy} if isinstance(busy, (int, float)) else (first_load if i == 0 else None)
+        out.append(ProcessRecord(load=load, source="legacy receipt (processes not recorded)"))
+    return tuple(out)
