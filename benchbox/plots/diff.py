@@ -42,7 +42,9 @@ VERDICT_COLOURS: dict[str, str] = {
     "unresolved": "#8073ac",
     "unreliable": "#e08214",
 }
-NO_RATIO = ("invalid", "new", "removed", "not comparable", "unreliable")
+NO_RATIO = ("invalid", "new", "removed", "not comparable")
+#: an unreliable row's ratio is drawn (its numbers are kept) in grey: shown, not judged
+NOT_JUDGED = "#a6a6a6"
 #: tick sets for the ratio axis, from narrow to wide, and the widest log-span each suits
 _TICKS = ((0.25, (0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.15, 1.2, 1.25)),
           (0.8, (0.5, 0.67, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0)),
@@ -74,9 +76,12 @@ def _handles(rows: Sequence[DiffRow], flags: dict[tuple[str, str], tuple[str, ..
     handles += [Line2D([], [], ls="", marker=FLAG_MARKERS[f], color="#444444", ms=6,
                        label=f"{FLAG_LABELS[f]} (either side)") for f in FLAG_MARKERS
                 if f and f in set(flags.values())]
+    if any(r.verdict == "unreliable" and r.metrics for r in rows):
+        handles.append(Line2D([], [], color=NOT_JUDGED, marker="o", mfc="white", lw=1.4,
+                              label="unreliable: measured, not judged"))
     if any(r.verdict in NO_RATIO for r in rows):
         handles.append(Patch(facecolor="#f2f2f2", edgecolor="#b0b0b0", hatch="///",
-                             label="no ratio (new, removed, invalid, unreliable or not comparable)"))
+                             label="no ratio (new, removed, invalid or not comparable)"))
     return handles
 
 
@@ -174,17 +179,19 @@ def _point(ax: Any, sy: float, r: DiffRow, metric: str,
                 transform=ax.get_yaxis_transform(),
                 bbox={"facecolor": "white", "edgecolor": "none", "pad": 1.2})
         return
-    colour = VERDICT_COLOURS.get(m.verdict, "#4d4d4d")
+    judged = r.verdict != "unreliable"
+    colour = VERDICT_COLOURS.get(m.verdict, "#4d4d4d") if judged else NOT_JUDGED
     marker = FLAG_MARKERS.get(flags.get((r.case, r.runner), ()), "o")
     gid = f"{r.runner}/{r.case}/{metric}"
     if m.ci is not None:
         lo, hi = m.ci
         eb = ax.errorbar([m.ratio], [sy], xerr=[[max(0.0, m.ratio - lo)], [max(0.0, hi - m.ratio)]],
-                         fmt=marker, ms=6, color=colour, capsize=3, lw=1.4, zorder=3)
+                         fmt=marker, ms=6, color=colour, capsize=3, lw=1.4, zorder=3,
+                         mfc=colour if judged else "white")
         eb.lines[0].set_gid(gid)
     else:
         ax.plot([m.ratio], [sy], marker, ms=7, mfc="white", mec=colour, mew=1.6, zorder=3, gid=gid)
-    ax.annotate(f"{m.ratio:.2f}×" + ("" if m.ci else " (no CI)"),
+    ax.annotate(f"{m.ratio:.2f}×" + ("" if m.ci else " (no CI)") + ("" if judged else " not judged"),
                 (m.ratio, sy), xytext=(0, 6.5), textcoords="offset points", ha="center",
                 va="bottom", fontsize=BASE_FONT - 1.5, color=colour)
 

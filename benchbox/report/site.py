@@ -156,17 +156,17 @@ def diff_html(d: DiffResult | str, base: str, head: str, refs: dict[str, Receipt
     if isinstance(d, str):
         body = "\n".join(head_lines) + f'\n<p class="refused">Comparison refused: {esc(d)}</p>'
         return _doc("benchbox diff (refused)", body, depth=1)
-    o, c = d.options, d.contract
+    from benchbox.render.diff import method_text
+
+    c = d.contract
     head_lines.append(
         f"<p>contract <b>{esc(c['name'])}</b> ({esc(c['first'])}..{esc(c['last'])}, {esc(c['clock'])} clock, "
-        f"<code>{esc(str(c['hash'])[:12])}</code>) · metric {esc(o.metric)} · threshold ±{o.threshold:.1%} · "
-        f"{o.level:.0%} BCa interval ({o.n_resamples} resamples), Brunner-Munzel/tail test with Holm at "
-        f"alpha {o.alpha:g} · floor {o.floor_multiple:g}× harness floor"
-        + (f" ({d.floor_ns:.0f} ns)" if d.floor_ns is not None else "") + "</p>")
+        f"<code>{esc(str(c['hash'])[:12])}</code>) · {esc(method_text(d))}</p>")
     head_lines += [f'<p class="note">{esc(n)}</p>' for n in d.notes]
     counts = ", ".join(f"{n} {v}" for v, n in d.counts().items())
-    head_lines.append(f'<p class="summary {"regression" if d.exit_code else "ok"}">'
-                      f'{"REGRESSION" if d.exit_code else "no regression"}: {esc(counts or "no rows")}</p>')
+    regression = d.exit_code == 1
+    head_lines.append(f'<p class="summary {"regression" if regression else "ok"}">'
+                      f'{"REGRESSION" if regression else "no regression"}: {esc(counts or "no rows")}</p>')
     rows = ["<table class=\"diff\"><thead><tr><th>runner</th><th>case</th><th>verdict</th>"
             "<th>base → head</th><th>ratio [CI]</th><th>why</th></tr></thead><tbody>"]
     for r in d.rows:

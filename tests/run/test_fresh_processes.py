@@ -41,6 +41,8 @@ def test_each_round_runs_in_a_fresh_process_and_the_rounds_join_into_one_receipt
     assert [c["receipt"] for c in r.settings["combined_from"]] == [f"r.rounds/round-{i}.json"
                                                                    for i in (1, 2, 3)]
     assert len(r.results) == 2 and all(row.round_sizes == (4, 4, 4) for row in r.results)
+    assert all(row.round_process == (0, 1, 2) for row in r.results)  # three replications
+    assert [str(p.pid) for p in r.processes] == seen and all(p.control for p in r.processes)
     assert all(len(row.samples_ns) == 12 and row.status == "valid" for row in r.results)
     assert r.comparisons is not None
     for i in (1, 2, 3):  # every round's own receipt is kept, one round of 4 samples
@@ -55,17 +57,20 @@ def test_uneven_rounds_join(tmp_path: Path) -> None:
     assert r.settings["samples"] == 7 and r.settings["sampling"]["samples"] == 7
 
 
-def test_fresh_processes_need_two_rounds_and_a_task_found_by_name(tmp_path: Path) -> None:
-    with pytest.raises(FieldError, match="repeats ≥ 2") as e:
-        run(_cfg(tmp_path, repeats=1))
-    assert e.value.field == "fresh_processes"
+def test_fresh_processes_need_a_task_found_by_name(tmp_path: Path) -> None:
     from tests.diff_tasks import factory
 
-    with pytest.raises(FieldError, match="finds its task and runners by name"):
+    with pytest.raises(FieldError, match="finds its task and runners by name.*fresh_processes = false") as e:
         run(_cfg(tmp_path), task=factory())
-    assert not (tmp_path / "r.json").exists()
-    line = one_line_exit_2(["run", "--repeats", "1", "--fresh-processes", "--out", str(tmp_path / "x.json")])
-    assert line.startswith("benchbox: error: --fresh-processes:")
+    assert e.value.field == "fresh_processes" and not (tmp_path / "r.json").exists()
+    line = one_line_exit_2(["run", "--repeats", "2", "--gc", "sometimes", "--out", str(tmp_path / "x.json")])
+    assert line.startswith("benchbox: error:") and "--gc" in line
+
+
+def test_repeats_run_in_fresh_processes_by_default(tmp_path: Path) -> None:
+    cfg = RunConfig(repeats=3)
+    assert cfg.fresh_processes and cfg.in_workers
+    assert not RunConfig(repeats=1).in_workers and not RunConfig(repeats=3, fresh_processes=False).in_workers
 
 
 def test_the_configuration_reaches_a_worker_as_json_and_back_unchanged(tmp_path: Path) -> None:

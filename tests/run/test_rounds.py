@@ -24,6 +24,7 @@ def test_round_sizes_split_evenly() -> None:
 def test_repeats_take_rounds_in_turn_and_keep_each_samples_round(tmp_path: Path) -> None:
     lines: list[str] = []
     out = run(RunConfig(task=TASK, runners=("torch-eager",), samples=12, repeats=3, warmup=1,
+                        fresh_processes=False,
                         out=tmp_path / "r.json"), progress=lines.append)
     r = load_receipt(out.path)
     assert r.settings["repeats"] == 3
@@ -57,6 +58,7 @@ def test_cli_repeats_flag_and_one_line_error(tmp_path: Path) -> None:
 def test_repeats_under_poisson_arrivals_keep_each_rounds_queue_times(tmp_path: Path) -> None:
     """Each round's queue stage joins the row (the rounds once failed on a stage missing at the start)."""
     out = run(RunConfig(task=TASK, runners=("torch-eager",), cases=("alpha",), samples=8, repeats=2, warmup=1,
+                        fresh_processes=False,
                         rate_per_s=2000.0, out=tmp_path / "r.json"))
     (row,) = load_receipt(out.path).results
     # (a busy machine may declare a round overloaded before its last sample: the counts are not fixed)
@@ -68,6 +70,7 @@ def test_repeats_under_an_unsustainable_rate_keep_the_overload(tmp_path: Path) -
     """One overloaded round makes the joined row overloaded (invalid), with its load record,
     as a one-round run at that rate is; the rounds once joined into a valid row with no load."""
     out = run(RunConfig(task=TASK, runners=("torch-eager",), cases=("alpha",), samples=40, repeats=2,
+                        fresh_processes=False,
                         warmup=1, rate_per_s=1e7, out=tmp_path / "r.json"))
     (row,) = load_receipt(out.path).results
     assert row.status == "invalid" and row.load is not None and row.load.overloaded

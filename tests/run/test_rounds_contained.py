@@ -17,7 +17,7 @@ from benchbox.cli import main
 from tests.support import loaded
 
 RUN = ["run", "--task", "tests.hostile_tasks:factory", "--runner", "torch-eager",
-       "--samples", "10", "--repeats", "2", "--warmup", "1"]
+       "--samples", "10", "--repeats", "2", "--in-process", "--warmup", "1"]
 
 
 @pytest.mark.parametrize("options, said", [
