@@ -310,7 +310,7 @@ def check_flavour(receipts: dict[str, dict[str, Any]], flavour: str,
 
 def _flavours(cfg: SelfCheckConfig) -> tuple[list[str], list[str]]:
     """The flavours to run, and notes on those left out."""
-    from benchbox.runners import tensorrt as trt_runner
+    from benchbox.runners import tensorrt_flavours as trt_runner
 
     if cfg.flavours:
         unknown = [f for f in cfg.flavours if f not in trt_runner.FLAVOURS]

@@ -29,7 +29,12 @@ from benchbox.errors import UsageError  # noqa: E402
 from benchbox.fallbacks import probable_causes  # noqa: E402
 from benchbox.harness import PhaseTimer  # noqa: E402
 from benchbox.runners import availability, runner_class  # noqa: E402
-from benchbox.runners import tensorrt as trt_runner  # noqa: E402
+from benchbox.runners import tensorrt as trt_module  # noqa: E402
+from benchbox.runners import tensorrt_build as tb  # noqa: E402
+from benchbox.runners import tensorrt_flavours as fl  # noqa: E402
+from benchbox.runners import tensorrt_inspect as ti  # noqa: E402
+from benchbox.runners import tensorrt_options as topts  # noqa: E402
+from benchbox.runners import tensorrt_plans as plans  # noqa: E402
 from benchbox.runners import tensorrt_report as tr  # noqa: E402
 from benchbox.runners.onnx_export import (  # noqa: E402
     OnnxExport,
@@ -37,7 +42,8 @@ from benchbox.runners.onnx_export import (  # noqa: E402
     export_key,
     load_or_export,
 )
-from benchbox.runners.tensorrt import NEEDS_CUDA, NOT_INSTALLED, TensorRTRunner  # noqa: E402
+from benchbox.runners.tensorrt import NEEDS_CUDA, TensorRTRunner  # noqa: E402
+from benchbox.runners.tensorrt_flavours import NOT_INSTALLED  # noqa: E402
 from benchbox.tasks import Case, InputShape, Task, load_task  # noqa: E402
 from tests.support import loaded  # noqa: E402
 
@@ -205,7 +211,7 @@ def test_builder_flags_are_set_explicitly_on_the_real_config(task: Any, exported
 
     config = builder.create_builder_config()
     assert config.get_flag(trt.BuilderFlag.TF32) is True  # the default the runner must not inherit
-    opts, facts = trt_runner.configure_builder(
+    opts, facts = tb.configure_builder(
         trt, builder, network, config, flavour="tensorrt_rtx", capabilities=["8.6", "12.0"], tf32=False,
         optimization_level=2, require_user_allocation=False, input_shapes=shapes)
     assert config.get_flag(trt.BuilderFlag.TF32) is False and opts["tf32"] is False
@@ -219,7 +225,7 @@ def test_builder_flags_are_set_explicitly_on_the_real_config(task: Any, exported
     assert facts["builder_defaults"] == {"tf32": True, "builder_optimization_level": 3}
 
     config = builder.create_builder_config()
-    opts, _ = trt_runner.configure_builder(
+    opts, _ = tb.configure_builder(
         trt, builder, network, config, flavour="tensorrt_rtx", capabilities=["8.9"], tf32=True,
         optimization_level=None, require_user_allocation=True, input_shapes=shapes)
     assert config.get_flag(trt.BuilderFlag.TF32) is True and opts["tf32"] is True
@@ -317,15 +323,15 @@ def test_engine_cache_key_holds_build_options_and_code_version_not_runtime_optio
 
     runtime_only = {"cuda_graph": False, "cuda_graph_strategy": "disabled", "runtime_cache": False,
                     "jit_warmup_calls": 5, "layer_profile": False, "layer_profile_runs": 3}
-    every = set(runtime_only) | set(trt_runner.BUILD_OPTION_KEYS) | {"flavour", "opset", "cache", "cache_dir"}
-    assert every == set(trt_runner.OPTION_DEFAULTS)
+    every = set(runtime_only) | set(topts.BUILD_OPTION_KEYS) | {"flavour", "opset", "cache", "cache_dir"}
+    assert every == set(topts.OPTION_DEFAULTS)
     assert key_of(runtime_only) == (base_key, True)
     assert key_of({"tf32": True})[0] != base_key
     assert key_of({"builder_optimization_level": 1})[0] != base_key
     # the builder code's version is part of the key
-    version = trt_runner.build_code_version()
-    monkeypatch.setattr(trt_runner, "BUILD_CODE_REVISION", trt_runner.BUILD_CODE_REVISION + 1)
-    assert trt_runner.build_code_version() != version
+    version = tb.build_code_version()
+    monkeypatch.setattr(tb, "BUILD_CODE_REVISION", tb.BUILD_CODE_REVISION + 1)
+    assert tb.build_code_version() != version
     key, hit = key_of({})
     assert key != base_key and hit is False
     # an RTX engine built for named capabilities does not depend on the building machine's GPU
@@ -417,7 +423,7 @@ def test_variable_length_task_builds_with_an_optimization_profile(cache_root: Pa
     assert eng_io["ids"]["profile"] == [{"min": [1, 1], "opt": [1, 16], "max": [1, 64]}]
     assert len(engine) > 0
     # one captured graph cannot follow shapes: full TensorRT leaves graphs off, RTX's own capture follows
-    assert trt_runner.graph_plan("tensorrt", "auto", "auto", True, dynamic=True).mode == "off"
+    assert plans.graph_plan("tensorrt", "auto", "auto", True, dynamic=True).mode == "off"
     assert runner.facts["cuda_graphs"]["mode"] == "rtx_whole_graph_capture"
 
 
@@ -426,7 +432,7 @@ def test_input_shape_declarations_are_checked(task: Any) -> None:
     default = task.input_shapes()
     assert {n: s.min for n, s in default.items()} == {n: a.shape for n, a in zip(task.input_names, example)}
     assert all(s.min == s.opt == s.max and s.dynamic_axes == () for s in default.values())
-    assert trt_runner.checked_input_shapes(task, example) == default
+    assert plans.checked_input_shapes(task, example) == default
     first = task.input_names[0]
     cases = [
         ({k: v for k, v in default.items() if k != first}, "must name every input"),
@@ -440,7 +446,7 @@ def test_input_shape_declarations_are_checked(task: Any) -> None:
                 return _s
 
         with pytest.raises(UsageError, match=message):
-            trt_runner.checked_input_shapes(Declared(), example)
+            plans.checked_input_shapes(Declared(), example)
 
 
 # -- parser errors, options, availability -----------------------------------------------------
@@ -464,7 +470,7 @@ def test_parser_errors_are_reported_per_node_with_the_unsupported_nodes(task: An
             return {"x": InputShape.fixed((1, 4))}
 
     runner = TensorRTRunner("cpu", {"cache_dir": str(tmp_path), "compute_capabilities": "8.9"})
-    with pytest.raises(trt_runner.TensorRTBuildError, match="NoSuchOperator"):
+    with pytest.raises(fl.TensorRTBuildError, match="NoSuchOperator"):
         runner.build(One(), (np.zeros((1, 4), np.float32),), PhaseTimer(), exported=bad)
     parser = runner.facts["parser"]
     assert parser["ok"] is False and parser["num_errors"] >= 1
@@ -485,16 +491,16 @@ def test_availability_says_precisely_why() -> None:
     # this machine has no GPU: torch sees none
     assert TensorRTRunner.availability("cuda").startswith("no CUDA device is visible to torch")
     forced = availability("tensorrt", "cuda", {"flavour": "tensorrt"})
-    if not trt_runner.installed("tensorrt"):
+    if not fl.installed("tensorrt"):
         assert forced == ("flavour tensorrt needs tensorrt, which is not installed: "
                           "pip install 'benchbox[tensorrt]'")
 
 
 def test_availability_with_simulated_missing_packages(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(trt_runner, "missing_export_packages", lambda: ["onnxscript"])
+    monkeypatch.setattr(trt_module, "missing_export_packages", lambda: ["onnxscript"])
     assert TensorRTRunner.availability("cuda") == ("onnxscript (to export the model to ONNX) not installed: "
                                                    "pip install 'benchbox[tensorrt-rtx]'")
-    monkeypatch.setattr(trt_runner, "installed", lambda flavour: False)
+    monkeypatch.setattr(fl, "installed", lambda flavour: False)
     assert TensorRTRunner.availability("cuda") == NOT_INSTALLED
     assert availability("tensorrt", "cpu") == NOT_INSTALLED
     assert TensorRTRunner("cpu").gather_facts(None, (), PhaseTimer())["flavour"] is None
@@ -506,27 +512,27 @@ def test_auto_flavour_passes_over_a_broken_full_tensorrt_on_a_mocked_install(
     fake = types.ModuleType("tensorrt")
     fake.__spec__ = ModuleSpec("tensorrt", None)
     monkeypatch.setitem(sys.modules, "tensorrt", fake)  # importable, but no version, no Builder
-    choice = trt_runner.resolve_flavour("auto")
+    choice = fl.resolve_flavour("auto")
     assert choice.flavour == "tensorrt_rtx"
     assert choice.skipped == (("tensorrt", "tensorrt imports but reports no version (None)"),)
     assert choice.to_dict()["skipped"][0]["flavour"] == "tensorrt"
     fake.__version__ = "10.13.0.35"
-    assert "has no Builder/OnnxParser" in trt_runner.resolve_flavour("auto").skipped[0][1]
+    assert "has no Builder/OnnxParser" in fl.resolve_flavour("auto").skipped[0][1]
     fake.Builder = fake.OnnxParser = object
-    assert trt_runner.resolve_flavour("auto").flavour == "tensorrt"  # a usable one is taken first
+    assert fl.resolve_flavour("auto").flavour == "tensorrt"  # a usable one is taken first
 
-    real_import = trt_runner.importlib.import_module
+    real_import = fl.importlib.import_module
 
     def failing(name: str, *a: Any) -> Any:
         if name == "tensorrt":
             raise OSError("libnvinfer.so.10: cannot open shared object file")
         return real_import(name, *a)
 
-    monkeypatch.setattr(trt_runner.importlib, "import_module", failing)
-    choice = trt_runner.resolve_flavour("auto")
+    monkeypatch.setattr(fl.importlib, "import_module", failing)
+    choice = fl.resolve_flavour("auto")
     assert choice.flavour == "tensorrt_rtx"
     assert "does not import (OSError: libnvinfer.so.10" in choice.skipped[0][1]
-    forced = trt_runner.resolve_flavour("tensorrt")
+    forced = fl.resolve_flavour("tensorrt")
     assert forced.flavour is None and forced.missing_reason().startswith("flavour tensorrt: tensorrt is "
                                                                          "installed but does not import")
 
@@ -550,20 +556,20 @@ def test_bad_options_are_one_line_usage_errors_before_any_export(
     def no_export(*a: Any, **k: Any) -> Any:
         raise AssertionError("exported before the options were checked")
 
-    monkeypatch.setattr(trt_runner, "load_or_export", no_export)
+    monkeypatch.setattr(tb, "load_or_export", no_export)
     with pytest.raises(UsageError, match=message) as e:
         TensorRTRunner("cpu", options)
     assert "\n" not in str(e.value)
 
 
 def test_options_for_the_other_flavour_are_refused() -> None:
-    opts = trt_runner.normalize_options({"compute_capabilities": "8.9"})
+    opts = topts.normalize_options({"compute_capabilities": "8.9"})
     with pytest.raises(UsageError, match="applies to TensorRT for RTX"):
-        trt_runner.check_flavour_options(opts, "tensorrt")
-    opts = trt_runner.normalize_options({"cuda_graph_strategy": "whole_graph_capture"})
+        topts.check_flavour_options(opts, "tensorrt")
+    opts = topts.normalize_options({"cuda_graph_strategy": "whole_graph_capture"})
     with pytest.raises(UsageError, match="needs TensorRT for RTX"):
-        trt_runner.check_flavour_options(opts, "tensorrt")
-    trt_runner.check_flavour_options(opts, "tensorrt_rtx")
+        topts.check_flavour_options(opts, "tensorrt")
+    topts.check_flavour_options(opts, "tensorrt_rtx")
 
 
 def test_cli_refuses_an_unsupported_capability_before_measuring(tmp_path: Path) -> None:
@@ -580,18 +586,18 @@ def test_cli_refuses_an_unsupported_capability_before_measuring(tmp_path: Path) 
 
 
 def test_offline_target_is_8_9_without_a_supported_gpu() -> None:
-    supported = trt_runner.rtx_capabilities(trt)
+    supported = fl.rtx_capabilities(trt)
     h200 = {"name": "NVIDIA H200", "capability": "9.0"}
-    ccs, why = trt_runner.target_capabilities(None, supported, None, h200, trt.__version__)
-    assert ccs == [trt_runner.DEFAULT_OFFLINE_CAPABILITY] == ["8.9"]
+    ccs, why = fl.target_capabilities(None, supported, None, h200, trt.__version__)
+    assert ccs == [fl.DEFAULT_OFFLINE_CAPABILITY] == ["8.9"]
     assert "does not run on NVIDIA H200 (compute capability 9.0)" in why
-    ccs, why = trt_runner.target_capabilities(None, supported, None, None, trt.__version__)
+    ccs, why = fl.target_capabilities(None, supported, None, None, trt.__version__)
     assert ccs == ["8.9"] and "without a CUDA device" in why
     ada = {"name": "NVIDIA L4", "capability": "8.9"}
-    assert trt_runner.target_capabilities(None, supported, "8.9", ada, trt.__version__)[0] == ["current"]
+    assert fl.target_capabilities(None, supported, "8.9", ada, trt.__version__)[0] == ["current"]
     with pytest.raises(UsageError, match="NVIDIA H200 .compute capability 9.0. is not supported"):
-        trt_runner.target_capabilities(["current"], supported, None, h200, trt.__version__)
-    assert trt_runner.target_capabilities(["8.6", "12.0"], supported, None, h200,
+        fl.target_capabilities(["current"], supported, None, h200, trt.__version__)
+    assert fl.target_capabilities(["8.6", "12.0"], supported, None, h200,
                                           trt.__version__) == (["8.6", "12.0"], "option")
 
 
@@ -626,7 +632,7 @@ def test_availability_refuses_an_h200_capability_on_a_mocked_gpu(monkeypatch: py
 ])
 def test_graph_plan_follows_the_contract_policy(flavour: str, graph: Any, strategy: str, allowed: bool,
                                                 mode: str) -> None:
-    plan = trt_runner.graph_plan(flavour, graph, strategy, allowed, dynamic=False)
+    plan = plans.graph_plan(flavour, graph, strategy, allowed, dynamic=False)
     assert plan.mode == mode and plan.why
     if not allowed:
         assert plan.why == "the contract's policy.cuda_graphs = false"
@@ -899,7 +905,7 @@ def test_inspector_report_reads_a_mocked_engine() -> None:
         def get_tensor_dtype(self, name: str) -> Any:
             return trt.DataType.FLOAT if name == "input.1" else trt.DataType.HALF
 
-    rep = trt_runner.inspector_report(trt, Engine())
+    rep = ti.inspector_report(trt, Engine())
     assert rep["source"] == "engine_inspector" and rep["num_layers"] == 2
     assert rep["layer_types"] == {"CaskConvolution": 1, "Reformat": 1}
     assert rep["precisions"] == {"FP16": 2} and rep["plugin_layers"] == []
@@ -983,7 +989,7 @@ def test_cli_run_on_cpu_fails_tensorrt_rows_with_build_facts_and_keeps_eager_val
         rep = t["runner_report"]
         assert rep["unavailable"] == NEEDS_CUDA and rep["flavour"] == "tensorrt_rtx"
         assert rep["flavour_version"] == trt.__version__
-        assert rep["build"]["options"]["compute_capabilities"] == [trt_runner.DEFAULT_OFFLINE_CAPABILITY]
+        assert rep["build"]["options"]["compute_capabilities"] == [fl.DEFAULT_OFFLINE_CAPABILITY]
         assert rep["build"]["options"]["tf32"] is False
         assert rep["build"]["cache"]["hit"] is False
         assert Path(rep["build"]["cache"]["path"]).parent == cli_cache / "engines"

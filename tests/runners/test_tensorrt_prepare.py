@@ -28,7 +28,7 @@ import torch  # noqa: E402
 
 from benchbox.contracts import Policy  # noqa: E402
 from benchbox.harness import PhaseTimer  # noqa: E402
-from benchbox.runners import tensorrt as trt_runner  # noqa: E402
+from benchbox.runners import tensorrt_flavours as fl  # noqa: E402
 from benchbox.runners.onnx_export import example_inputs  # noqa: E402
 from benchbox.runners.tensorrt import TensorRTRunner  # noqa: E402
 from benchbox.tasks import load_task  # noqa: E402
@@ -179,7 +179,7 @@ def task() -> Any:
 def prepared(monkeypatch: pytest.MonkeyPatch, task: Any, world: World, options: dict[str, Any],
              policy: Policy | None = None) -> tuple[TensorRTRunner, Any]:
     """A runner prepared with the stand-ins above on a stand-in RTX 4090 (capability 8.9)."""
-    monkeypatch.setattr(trt_runner, "load_module", lambda flavour: StandInTrt(world))
+    monkeypatch.setattr(fl, "load_module", lambda flavour: StandInTrt(world))
     monkeypatch.setattr(torch.cuda, "device", lambda device: contextlib.nullcontext())
     monkeypatch.setattr(torch.cuda, "stream", lambda stream: contextlib.nullcontext())
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: world.log("sync"))
