@@ -4,20 +4,25 @@ Preparation happens outside every contract, each step a phase the harness times:
 ``export_key`` and ``export`` or ``export_cache_load`` (the ONNX export, cached on disk),
 ``parse``, ``build`` or ``engine_cache_load``, ``engine_load`` (deserialization and the
 execution context), ``jit_warmup`` (TensorRT for RTX compiles its kernels at the first
-inference; full TensorRT initializes lazily there too), ``runtime_cache_save`` (RTX),
-``layer_profile`` (a diagnostic per-layer profile on its own execution context) and
-``graph_capture``.
+inference; full TensorRT initializes lazily there too; every declared shape is run),
+``runtime_cache_save`` (RTX), ``layer_profile`` (a diagnostic per-layer profile on its own
+execution context) and ``graph_capture``.
 
-The device stages are those of the PyTorch runners: ``h2d`` copies the host arrays
-through pinned staging into static device buffers on the runner's stream, ``compute``
-enqueues ``execute_async_v3`` on that stream (or replays a CUDA graph of it), ``d2h``
-copies the outputs back and synchronizes. So every contract means the same thing for
-this runner as for the others.
+The device stages are those of the PyTorch runners, with their transfer rule: ``h2d`` copies
+the host arrays into static device memory bound to the engine's tensors (by default one
+``packed`` copy into aligned views of one block), on the runner's stream; ``compute`` enqueues
+``execute_async_v3`` on that stream (or replays a CUDA graph of it); ``d2h`` copies the outputs
+back and synchronizes. So every contract means the same thing for this runner as for the others.
 
 Choices TensorRT leaves open are made for comparability and recorded in the report:
-TF32 is off unless asked for (the PyTorch runners compute true float32), and CUDA graphs
-follow the contract's ``cuda_graphs`` policy, on by default as torch.compile's
+TF32 is off unless asked for (the PyTorch runners compute true float32 matmuls), and CUDA
+graphs follow the contract's ``cuda_graphs`` policy, on by default as torch.compile's
 max-autotune mode replays CUDA graphs on CUDA.
+
+The runner's parts live beside it: ``tensorrt_flavours`` (which TensorRT), ``tensorrt_options``,
+``tensorrt_plans`` (graph plan, shapes, profiles, warm-up), ``tensorrt_build`` and
+``tensorrt_cache`` (the build and the engine cache), ``tensorrt_inspect`` (what TensorRT reports),
+``tensorrt_runtime`` (context, runtime cache, profile, capture) and ``tensorrt_io`` (the data path).
 """
 
 from __future__ import annotations
@@ -29,13 +34,20 @@ from typing import Any
 import numpy as np
 import torch
 
+from benchbox.runners import precision, transfer
 from benchbox.runners import tensorrt_flavours as fl
 from benchbox.runners import tensorrt_report as tr
 from benchbox.runners.base import Phases
 from benchbox.runners.onnx_export import missing_export_packages
 from benchbox.runners.tensorrt_build import EngineBuilding
 from benchbox.runners.tensorrt_io import EngineIO
-from benchbox.runners.tensorrt_options import OPTION_DEFAULTS, check_flavour_options, normalize_options
+from benchbox.runners.tensorrt_options import (
+    OPTION_DEFAULTS,
+    check_current_target,
+    check_flavour_options,
+    gpu_of,
+    normalize_options,
+)
 from benchbox.runners.tensorrt_plans import GraphPlan, graph_plan
 from benchbox.runners.tensorrt_runtime import EngineRuntime
 from benchbox.runners.torch_runner import TorchRunner, cuda_reason
@@ -48,31 +60,33 @@ class TensorRTRunner(EngineBuilding, EngineRuntime, EngineIO, TorchRunner):
 
     name = "tensorrt"
     OPTION_KEYS: tuple[str, ...] | None = tuple(OPTION_DEFAULTS)
+    TRANSFERS = transfer.TRANSFERS
+    STATIC_INPUTS = True   # the engine reads the addresses bound to it
+    SIDE_STREAM = True     # enqueueV3 on the legacy default stream adds synchronizations
 
     def __init__(self, device: str = "cpu", options: dict[str, Any] | None = None) -> None:
         opts = normalize_options(options)
-        gpu = device.startswith("cuda") and torch.cuda.is_available()
+        gpu = gpu_of(device)
         # the torch base creates a CUDA stream for a cuda device; on a machine without one the
         # runner is only used to gather build facts, so it is set up as a CPU runner
-        super().__init__(device if gpu or not device.startswith("cuda") else "cpu", opts)
+        super().__init__(device if gpu is not None or not device.startswith("cuda") else "cpu", opts)
         self.device = device
         self.choice = fl.resolve_flavour(opts["flavour"])
         self.flavour = self.choice.flavour
-        self._gpu: dict[str, Any] | None = None
-        if gpu:
-            major, minor = torch.cuda.get_device_capability(device)
-            self._gpu = {"name": torch.cuda.get_device_name(device), "capability": f"{major}.{minor}"}
-        self._usable_gpu = gpu
-        if gpu and self.flavour == "tensorrt_rtx":
-            self._usable_gpu = self._gpu is not None and self._gpu["capability"] in fl.rtx_capabilities(
-                fl.load_module(self.flavour))
+        self._gpu: dict[str, Any] | None = gpu
+        self._usable_gpu = gpu is not None
+        if gpu is not None and self.flavour == "tensorrt_rtx":
+            self._usable_gpu = gpu["capability"] in fl.rtx_capabilities(fl.load_module(self.flavour))
         if self.flavour is not None:
             check_flavour_options(self.options, self.flavour)
-            if self.flavour == "tensorrt_rtx" and self.options["compute_capabilities"] == ["current"]:
-                self._rtx_targets(fl.load_module(self.flavour))  # refuses 'current' without a supported GPU
+            check_current_target(self.options, self.flavour, device)
+        self._init_state()
+
+    def _init_state(self) -> None:
         self._policy_allows_graphs = True
         self._trt: ModuleType | None = None
         self._log: Any = None
+        self._runtime_log: Any = None
         self._runtime: Any = None
         self._engine: Any = None
         self._context: Any = None
@@ -80,15 +94,13 @@ class TensorRTRunner(EngineBuilding, EngineRuntime, EngineIO, TorchRunner):
         self._runtime_cache: Any = None
         self._runtime_cache_path: Path | None = None
         self._engine_key = ""
-        self._buffers: dict[str, torch.Tensor] = {}
+        self._addresses: dict[str, int] = {}
         self._outputs: list[torch.Tensor] = []
         self._graph: Any = None
         self._plan = GraphPlan("off", "not prepared")
         self._shapes: dict[str, Any] = {}
         self._dynamic: set[str] = set()
         self._bound: dict[str, tuple[int, ...]] = {}
-        self._full_staging: list[torch.Tensor] = []
-        self._input_order: tuple[str, ...] = ()
         self._model_dtype = "float32"
         self._network_layers: list[dict[str, Any]] = []
         self._engine_layers: list[dict[str, Any]] | None = None
@@ -101,9 +113,19 @@ class TensorRTRunner(EngineBuilding, EngineRuntime, EngineIO, TorchRunner):
     def check_options(cls, options: dict[str, Any]) -> None:
         """Keys and values (also those that depend on the flavour), before anything runs."""
         opts = normalize_options(options)
+        transfer.parse_request(cls.name, opts, cls.TRANSFERS, cls.SIDE_STREAM)
         choice = fl.resolve_flavour(opts["flavour"])
         if choice.flavour is not None:
             check_flavour_options(opts, choice.flavour)
+
+    @classmethod
+    def check_options_for(cls, device: str, options: dict[str, Any]) -> None:
+        """``check_options``, and ``compute_capabilities=current`` against the run's device."""
+        cls.check_options(options)
+        opts = normalize_options(options)
+        choice = fl.resolve_flavour(opts["flavour"])
+        if choice.flavour is not None:
+            check_current_target(opts, choice.flavour, device)
 
     @classmethod
     def availability(cls, device: str) -> str | None:
@@ -160,11 +182,22 @@ class TensorRTRunner(EngineBuilding, EngineRuntime, EngineIO, TorchRunner):
         return v
 
     def report(self) -> dict[str, Any]:
-        """The base report; ``fallbacks`` composed from parser, build and capture findings."""
+        """The base report; ``fallbacks`` composed from parser, build and capture findings: where
+        the engine runs in another precision than the network declares, counted once. The
+        float32 layers the model itself declares are ``declared_precision_islands``, apart."""
         self.fallbacks = [*self._parser_entries, *tr.fallback_entries(
             model_dtype=self._model_dtype, network_layers=self._network_layers,
             engine_layers=self._engine_layers, engine_source=self._engine_source), *self._graph_entries]
-        return super().report()
+        if self._network_layers:
+            self.facts["declared_precision_islands"] = tr.declared_islands(self._network_layers,
+                                                                           self._model_dtype)
+        if "build" in self.facts:
+            self.facts["tf32"] = precision.tensorrt_tf32(self.facts["build"]["options"].get("tf32"),
+                                                         self.device)
+        rep = super().report()
+        if "build" not in self.facts:
+            rep.pop("tf32", None)  # no engine: torch's settings say nothing about it
+        return rep
 
     # -- execution -------------------------------------------------------------------------------
     def prepare(self, task: Any, model: Any, example: tuple[np.ndarray, ...], phases: Phases) -> None:
@@ -175,25 +208,14 @@ class TensorRTRunner(EngineBuilding, EngineRuntime, EngineIO, TorchRunner):
             trt = self._trt
             assert trt is not None
             with phases("engine_load"):
-                runtime = trt.Runtime(self._log)
-                engine = runtime.deserialize_cuda_engine(engine_bytes)
-                if engine is None:
-                    errs = self._log.errors()
-                    raise RuntimeError("TensorRT could not deserialize the engine: "
-                                       + (errs[0] if errs else "no message"))
-                self._runtime, self._engine = runtime, engine
-                self._context = self._create_context(trt, engine)
-                self._bind(task, engine, example)
-            self._inspect(trt, engine)
+                self._load_engine(trt, engine_bytes)
+                self._bind(task, self._engine, example)
+            self._inspect(trt, self._engine)
             with phases("jit_warmup"):
-                # TensorRT for RTX compiles its kernels at the first inference (and captures its
-                # own graph then); full TensorRT initializes lazily. Neither may hide in a timed call.
-                for _ in range(self.options["jit_warmup_calls"]):
-                    self.d2h(self.compute(self.h2d(example)))
-            self.facts["jit_warmup"] = {"calls": self.options["jit_warmup_calls"],
-                                        "why": "TensorRT for RTX compiles kernels at the first inference"
-                                        if self.flavour == "tensorrt_rtx"
-                                        else "first inferences initialize lazily"}
+                # TensorRT for RTX compiles its kernels at the first inference of a shape (and
+                # captures its own graph then); full TensorRT initializes lazily. Neither may hide
+                # in a timed call.
+                self._warm_up(example)
             if self._runtime_cache is not None:
                 with phases("runtime_cache_save"):
                     self._save_runtime_cache()
@@ -203,18 +225,9 @@ class TensorRTRunner(EngineBuilding, EngineRuntime, EngineIO, TorchRunner):
             if self._plan.mode == "stream_capture":
                 with phases("graph_capture"):
                     self._capture(example)
-            elif self._plan.mode == "rtx_whole_graph_capture" and not self._capturable():
-                self._graph_fallback("TensorRT for RTX reports the execution context is not stream "
-                                     "capturable, so its whole-graph capture cannot apply", "jit_warmup",
-                                     "TensorRT for RTX cuda_graph_strategy=whole_graph_capture")
             else:
-                self.facts["cuda_graphs"]["used"] = self._plan.mode
+                self._graph_as_planned()
             self.facts["execution"] = {"executed": True}
-
-    def h2d(self, host: tuple[np.ndarray, ...]) -> Any:
-        if self._dynamic:
-            self._apply_shapes(host)
-        return super().h2d(host)
 
     def compute(self, inputs: Any) -> Any:
         if self._graph is not None:

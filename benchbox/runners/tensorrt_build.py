@@ -152,7 +152,7 @@ class EngineBuilding:
             report = dict(net)
         self.facts["engine_report"] = {**report, "engine_bytes": len(engine),
                                        "engine_sha256": hashlib.sha256(engine).hexdigest()}
-        self.facts["builder_log"] = log.messages
+        self.facts["builder_log"] = list(log.messages)  # the build's own; runtime messages are apart
         return engine
 
     def _begin_build(self, task: Any, example: tuple[np.ndarray, ...]) -> ModuleType:
@@ -280,14 +280,9 @@ class EngineBuilding:
         except Exception as e:  # export, parse or build: keep what was learnt before it
             self.facts["build_error"] = error_line(e)
             return self.report()
-        runtime = self._trt.Runtime(self._log)  # type: ignore[union-attr]
-        if hasattr(runtime, "get_engine_validity"):
-            validity, diagnostics = runtime.get_engine_validity(engine)
-            flags = int(diagnostics)
-            named = [n for n, m in self._trt.EngineInvalidityDiagnostics.__members__.items()  # type: ignore
-                     if flags & int(m)] if hasattr(self._trt, "EngineInvalidityDiagnostics") else []
-            self.facts["engine_validity_here"] = {"validity": validity.name, "diagnostics": named,
-                                                  "diagnostics_flags": flags}
+        validity = ti.engine_validity(self._trt, engine, ti.cuda_driver())  # type: ignore[arg-type]
+        if validity is not None:
+            self.facts["engine_validity_here"] = validity
         self.facts["execution"] = {"executed": False, "why": "no GPU this flavour runs on is usable here; "
                                                              "only build facts were gathered"}
         return self.report()

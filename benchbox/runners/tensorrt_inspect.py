@@ -121,3 +121,41 @@ def engine_facts(trt: ModuleType, engine: Any) -> dict[str, Any]:
     if hasattr(trt, "EngineStat") and hasattr(engine, "get_engine_stat"):
         facts["total_weights_bytes"] = int(engine.get_engine_stat(trt.EngineStat.TOTAL_WEIGHTS_SIZE))
     return facts
+
+
+def cuda_driver() -> str | None:
+    """The CUDA driver library this machine loads, or None when it has none."""
+    import ctypes
+
+    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
+        try:
+            ctypes.CDLL(name)
+        except OSError:
+            continue
+        return name
+    return None
+
+
+def engine_validity(trt: ModuleType, engine: bytes, driver: str | None) -> dict[str, Any] | None:
+    """TensorRT for RTX's answer whether the engine can run here, with its own logger's messages
+    (kept apart from the builder's log); None where the flavour has no such query.
+
+    Without a CUDA driver there is no verdict: TensorRT for RTX then answers INVALID for want of
+    a driver, with no diagnostic, which says nothing about the engine.
+    """
+    if not hasattr(trt.Runtime, "get_engine_validity"):
+        return None
+    if driver is None:
+        return {"validity": None, "checked": False,
+                "why": "no CUDA driver on this machine: TensorRT cannot judge an engine without one, "
+                       "so no verdict is recorded"}
+    log = collecting_logger(trt)
+    validity, diagnostics = trt.Runtime(log).get_engine_validity(engine)
+    flags = int(diagnostics)
+    members = getattr(trt, "EngineInvalidityDiagnostics", None)
+    named = [n for n, m in members.__members__.items() if flags & int(m)] if members is not None else []
+    out = {"validity": validity.name, "checked": True, "driver": driver, "diagnostics": named,
+           "diagnostics_flags": flags, "messages": log.messages[:20]}
+    if validity.name != "VALID" and not named and log.errors():
+        out["why"] = log.errors()[0]
+    return out

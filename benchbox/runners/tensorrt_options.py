@@ -27,7 +27,13 @@ OPTION_DEFAULTS: dict[str, Any] = {
     "layer_profile_runs": 10,
     "cache": True,
     "cache_dir": None,              # default $BENCHBOX_CACHE or ~/.cache/benchbox
+    "shape_specialization": "eager",  # RTX, dynamic shapes: eager | lazy | none (kernels per shape)
+    "transfer": "auto",             # the PyTorch runners' transfer options (benchbox.runners.transfer)
+    "d2h": "auto",
+    "stream": "auto",
 }
+#: values of ``shape_specialization``: TensorRT for RTX's DynamicShapesKernelSpecializationStrategy
+SHAPE_SPECIALIZATIONS = ("eager", "lazy", "none")
 #: options that decide the engine's bytes. ``cuda_graph=true`` with TensorRT for RTX does too:
 #: benchbox's stream capture of an RTX engine needs the REQUIRE_USER_ALLOCATION builder flag, so
 #: it builds another engine with another key (the key holds the options read back from the
@@ -77,6 +83,11 @@ def normalize_options(options: dict[str, Any] | None) -> dict[str, Any]:
         raise UsageError(f"tensorrt option cuda_graph_strategy: expected auto, disabled or "
                          f"whole_graph_capture, got {out['cuda_graph_strategy']!r}")
     out["cuda_graph_strategy"] = strategy
+    special = str(out["shape_specialization"]).lower()
+    if special not in SHAPE_SPECIALIZATIONS:
+        raise UsageError(f"tensorrt option shape_specialization: expected "
+                         f"{', '.join(SHAPE_SPECIALIZATIONS)}, got {out['shape_specialization']!r}")
+    out["shape_specialization"] = special
     if out["cuda_graph"] is True and strategy == "whole_graph_capture":
         raise UsageError("tensorrt options cuda_graph and cuda_graph_strategy cannot both capture graphs")
     cc = out["compute_capabilities"]
@@ -120,3 +131,25 @@ def check_flavour_options(opts: dict[str, Any], flavour: str) -> None:
 def default_cache_root() -> Path:
     root = os.environ.get("BENCHBOX_CACHE")
     return Path(root) if root else Path.home() / ".cache" / "benchbox"
+
+
+def gpu_of(device: str) -> dict[str, Any] | None:
+    """The name and compute capability of ``device``'s GPU, or None without a visible CUDA device."""
+    import torch
+
+    if not device.startswith("cuda") or not torch.cuda.is_available():
+        return None
+    major, minor = torch.cuda.get_device_capability(device)
+    return {"name": torch.cuda.get_device_name(device), "capability": f"{major}.{minor}"}
+
+
+def check_current_target(opts: dict[str, Any], flavour: str, device: str) -> None:
+    """``compute_capabilities=current`` builds for the run's GPU: refused at once (before any
+    calibration or export) unless ``device`` is a GPU TensorRT for RTX supports."""
+    if flavour != "tensorrt_rtx" or opts["compute_capabilities"] != ["current"]:
+        return
+    trt = fl.load_module(flavour)
+    supported = fl.rtx_capabilities(trt)
+    gpu = gpu_of(device)
+    usable = gpu["capability"] if gpu is not None and gpu["capability"] in supported else None
+    fl.target_capabilities(["current"], supported, usable, gpu, str(trt.__version__))

@@ -105,3 +105,35 @@ def add_optimization_profiles(trt: ModuleType, builder: Any, network: Any, confi
     if config.add_optimization_profile(profile) < 0:
         raise TensorRTBuildError("TensorRT refused the optimization profile " + json.dumps(out))
     return out
+
+
+#: why each ``shape_specialization`` (TensorRT for RTX's DynamicShapesKernelSpecializationStrategy)
+SPECIALIZATION_WHY = {
+    "eager": "option shape_specialization=eager (the default for timed runs): a new shape's kernels "
+             "compile at its first inference, blocking, never in the background while samples run; "
+             "every declared shape is warmed in jit_warmup and every case's shape in its untimed "
+             "validation calls",
+    "lazy": "option shape_specialization=lazy (TensorRT for RTX's own default): a new shape runs "
+            "fallback kernels while its specialized kernels compile in the background, so a timed "
+            "call may run either",
+    "none": "option shape_specialization=none: fallback kernels only, never shape-specialized ones",
+}
+
+
+def warmup_inputs(names: tuple[str, ...], example: tuple[np.ndarray, ...], shapes: dict[str, Any],
+                  dynamic: set[str]) -> list[tuple[np.ndarray, ...]]:
+    """The inputs ``jit_warmup`` runs: for dynamic inputs each declared shape (min, opt, max, with
+    the example's values repeated to fill it), then the example itself, so that the runner ends on
+    the example's shapes. Fixed-shape inputs are the example's throughout."""
+    if not dynamic:
+        return [example]
+    out: list[tuple[np.ndarray, ...]] = []
+    seen = {tuple(a.shape for a in example)}
+    for which in ("min", "opt", "max"):
+        host = tuple(np.resize(a, tuple(getattr(shapes[n], which))) if n in dynamic else a
+                     for n, a in zip(names, example))
+        key = tuple(a.shape for a in host)
+        if key not in seen:
+            seen.add(key)
+            out.append(host)
+    return [*out, example]
