@@ -195,7 +195,13 @@ def test_build_makes_a_real_engine_and_reports_it(task: Any, built: dict[str, An
     assert {"MATRIX_MULTIPLY", "SOFTMAX", "NORMALIZATION"} <= set(net["layer_types"])
     assert "FP32" in net["precisions"] and "BF16" not in net["precisions"]
     # a float32 model has no precision islands, reformat or plugin layers
-    assert rep["fallbacks"] == []
+    assert rep["fallbacks"] == [] and rep["declared_precision_islands"] == []
+    # TF32: the builder flag read back, for matmuls and convolutions alike (recorded on every runner)
+    assert rep["tf32"]["matmul"] == rep["tf32"]["conv"] == "ieee"
+    assert rep["tf32"]["settings"] == {"BuilderFlag.TF32": False}
+    assert set(rep["tf32"]["environment"]) == {"NVIDIA_TF32_OVERRIDE", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE"}
+    # the builder's log holds the build's messages only (the runtime has a logger of its own)
+    assert rep["builder_log"] == rep["build"]["messages"][:len(rep["builder_log"])]
     # build time is the harness's, from the phase timer; nothing in the report reads a clock
     assert set(built["phases"].seconds) == {"export_key", "export", "parse", "build"}
     assert rep["export_cache"]["hit"] is False
@@ -322,7 +328,8 @@ def test_engine_cache_key_holds_build_options_and_code_version_not_runtime_optio
         return r.facts["build"]["cache"]["key"], r.facts["build"]["cache"]["hit"]
 
     runtime_only = {"cuda_graph": False, "cuda_graph_strategy": "disabled", "runtime_cache": False,
-                    "jit_warmup_calls": 5, "layer_profile": False, "layer_profile_runs": 3}
+                    "jit_warmup_calls": 5, "layer_profile": False, "layer_profile_runs": 3,
+                    "shape_specialization": "lazy", "transfer": "staged", "d2h": "pinned", "stream": "side"}
     every = set(runtime_only) | set(topts.BUILD_OPTION_KEYS) | {"flavour", "opset", "cache", "cache_dir"}
     assert every == set(topts.OPTION_DEFAULTS)
     assert key_of(runtime_only) == (base_key, True)
@@ -372,36 +379,58 @@ def test_a_corrupt_cached_export_is_replaced(task: Any, exported: OnnxExport, tm
 # -- precision islands, reformat and plugin layers ------------------------------------------
 
 
-def test_bfloat16_build_lists_its_float32_islands_as_grouped_fallbacks(bf16: dict[str, Any]) -> None:
+def test_bfloat16_build_records_its_declared_float32_apart_and_counts_no_fallback(
+        bf16: dict[str, Any]) -> None:
     rep = bf16["report"]
-    islands = [f for f in rep["fallbacks"] if f["kind"] == "precision_island"]
-    network = [f for f in islands if f["level"] == "network"]
-    engine = [f for f in islands if f["level"] == "engine"]
-    # every float32 layer of the strongly typed network is counted once, grouped by layer type
-    assert sum(f["count"] for f in network) == rep["network"]["precisions"]["FP32"] > 50
-    assert len(network) == len({(f["precision"], f["layer_type"]) for f in network}) < 20
-    assert all(f["precision"] == "FP32" and f["model_dtype"] == "bfloat16" for f in islands)
-    assert all(1 <= len(f["examples"]) <= min(tr.EXAMPLES, f["count"]) for f in islands)
-    by_type = {f["layer_type"]: f for f in network}
+    declared = rep["declared_precision_islands"]
+    # every float32 layer the strongly typed network declares is counted once, grouped by layer type
+    assert sum(f["count"] for f in declared) == rep["network"]["precisions"]["FP32"] > 50
+    assert len(declared) == len({(f["precision"], f["layer_type"]) for f in declared}) < 20
+    assert all(f["precision"] == "FP32" and f["model_dtype"] == "bfloat16" for f in declared)
+    assert all(1 <= len(f["examples"]) <= min(tr.EXAMPLES, f["count"]) for f in declared)
+    by_type = {f["layer_type"]: f for f in declared}
     # the task's precision options: layer norms and softmax in float32, the schema head too
     assert by_type["NORMALIZATION"]["count"] >= 5 and by_type["SOFTMAX"]["count"] >= 2
     assert by_type["MATRIX_MULTIPLY"]["count"] >= 1
-    # and what the built engine runs in float32, from the builder's listing of its layers
-    assert engine and all(f["source"] == "builder_log" for f in engine)
-    assert sum(f["count"] for f in engine) == rep["engine_report"]["precisions"]["FP32"]
-    assert "gemm" in {f["layer_type"] for f in engine}  # the float32 logits head
+    # the engine runs float32 kernels (the float32 logits head among them), each implementing layers
+    # the network declares float32: no fallback, and none of them counted a second time
+    engine_fp32 = [x for x in rep["engine_report"]["layers"] if x["precision"] == "FP32"]
+    assert engine_fp32 and "gemm" in {x["type"] for x in engine_fp32}
+    assert [f for f in rep["fallbacks"] if f["kind"] == "precision_island"] == []
     assert rep["network"]["precisions"]["BF16"] > 0 and rep["engine_report"]["precisions"]["BF16"] > 0
     json.dumps(rep)
 
 
-def test_careless_bfloat16_has_fewer_islands(bf16: dict[str, Any], cache_root: Path) -> None:
+def test_an_engine_layer_in_another_precision_than_declared_is_one_fallback(bf16: dict[str, Any]) -> None:
+    """The engine listing of the real bfloat16 build, with one kernel changed to write FP32 where
+    the network declares BF16 (what a builder that fell back would list)."""
+    runner = bf16["runner"]
+    layers = [dict(x) for x in runner._engine_layers]
+    changed = next(i for i, x in enumerate(layers) if x["type"] == "gemm" and x["precision"] == "BF16")
+    layers[changed].update(precision="FP32", output_types=["FP32"])
+    fb = tr.fallback_entries(model_dtype="bfloat16", network_layers=runner._network_layers,
+                             engine_layers=layers, engine_source="builder_log")
+    (island,) = [f for f in fb if f["kind"] == "precision_island"]
+    assert island["count"] == 1 and island["examples"] == [layers[changed]["name"]]
+    assert (island["precision"], island["declared"], island["layer_type"]) == ("FP32", "BF16", "gemm")
+    assert island["detail"] == "1 gemm layer(s) running in FP32 where the network declares BF16"
+    # a kernel naming no network layer is held to the model's dtype
+    layers[changed]["metadata"] = ""
+    (island,) = [f for f in tr.fallback_entries(model_dtype="bfloat16", network_layers=runner._network_layers,
+                                                engine_layers=layers, engine_source="builder_log")
+                 if f["kind"] == "precision_island"]
+    assert island["declared"] == "BF16" and island["count"] == 1
+
+
+def test_careless_bfloat16_declares_fewer_float32_layers(bf16: dict[str, Any], cache_root: Path) -> None:
     careless = load_task("decision", dtype="bfloat16",
                          options={"softmax_fp32": False, "layernorm_fp32": False, "logits_fp32": False})
     runner = TensorRTRunner("cpu", {"cache_dir": str(cache_root), "compute_capabilities": "8.9"})
     runner.build(careless, example_inputs(careless), PhaseTimer())
-    types_ = {f["layer_type"] for f in runner.report()["fallbacks"]
-              if f["kind"] == "precision_island" and f["level"] == "network"}
+    types_ = {f["layer_type"] for f in runner.report()["declared_precision_islands"]}
     assert "NORMALIZATION" not in types_ and "SOFTMAX" not in types_
+    careful = {f["layer_type"] for f in bf16["report"]["declared_precision_islands"]}
+    assert {"NORMALIZATION", "SOFTMAX"} <= careful
 
 
 # -- optimization profiles ------------------------------------------------------------------
@@ -583,6 +612,54 @@ def test_cli_refuses_an_unsupported_capability_before_measuring(tmp_path: Path) 
     assert proc.stderr.strip().splitlines()[-1].startswith(
         "benchbox: error: tensorrt option compute_capabilities: 9.0 is not one TensorRT for RTX")
     assert not out.exists() and not (tmp_path / "cache").exists()
+
+
+def test_cli_refuses_current_without_a_supported_gpu_before_calibrating(tmp_path: Path) -> None:
+    """compute_capabilities=current builds for the run's GPU: refused at validation, before the
+    calibration, the export or any receipt (this machine has no GPU)."""
+    out = tmp_path / "r.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchbox", "run", "--runner", "tensorrt", "--device", "cuda",
+         "--runner-option", "tensorrt:compute_capabilities=current", "--out", str(out)],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "BENCHBOX_CACHE": str(tmp_path / "cache")})
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "benchbox: error: tensorrt option compute_capabilities=current: no CUDA device is usable; name one "
+        f"({', '.join(fl.rtx_capabilities(trt))})")
+    assert "calibrat" not in proc.stderr
+    assert not out.exists() and not list(tmp_path.glob("r.*")) and not (tmp_path / "cache").exists()
+
+
+def test_current_is_checked_against_the_runs_device_on_a_mocked_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from benchbox.run.factory import REGISTERED
+
+    opts = {"compute_capabilities": "current"}
+    TensorRTRunner.check_options(opts)  # the options alone are fine
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    with pytest.raises(UsageError, match=r"current: NVIDIA H200 \(compute capability 9.0\) is not supported"):
+        REGISTERED.check_options("tensorrt", opts, "cuda")
+    REGISTERED.check_options("tensorrt", opts)  # without the device, nothing to judge
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 9))
+    REGISTERED.check_options("tensorrt", opts, "cuda")  # an Ada GPU: fine
+
+
+def test_engine_validity_has_its_own_logger_and_no_verdict_without_a_driver(built: dict[str, Any]) -> None:
+    engine = built["engine"]
+    assert ti.cuda_driver() is None  # this machine has no CUDA driver
+    none = ti.engine_validity(trt, engine, None)
+    assert none is not None and none["validity"] is None and none["checked"] is False
+    assert "no CUDA driver" in none["why"]
+    # with a driver named (a stand-in name: there is none here) the real bindings are asked, and
+    # what they log goes to the check's own logger and into the record
+    asked = ti.engine_validity(trt, engine, "libcuda.so.1 (stand-in name)")
+    assert asked is not None and asked["checked"] is True and asked["validity"] == "INVALID"
+    assert asked["messages"] and "driver" in asked["why"].lower()
+    assert not any(m in built["runner"].facts["builder_log"] for m in asked["messages"])
 
 
 def test_offline_target_is_8_9_without_a_supported_gpu() -> None:
@@ -827,8 +904,9 @@ def test_inspector_json_of_nvidias_example_engine() -> None:
     as_fp32 = tr.fallback_entries(model_dtype="float32", network_layers=[], engine_layers=layers,
                                   engine_source="engine_inspector")
     islands = [f for f in as_fp32 if f["kind"] == "precision_island"]
+    # the reformat layer is a reformat_layer entry, not counted again as an island
     assert [(f["layer_type"], f["precision"], f["count"]) for f in islands] == [
-        ("Reformat", "FP16", 1), ("CaskConvolution", "FP16", 1)]
+        ("CaskConvolution", "FP16", 1)]
     # below DETAILED profiling verbosity the inspector lists names only
     names_only = tr.inspector_layers({"Layers": ["conv1 + relu1"], "Bindings": ["x", "y"]})
     assert names_only == [{"name": "conv1 + relu1", "type": None, "precision": None, "output_types": [],
@@ -996,7 +1074,9 @@ def test_cli_run_on_cpu_fails_tensorrt_rows_with_build_facts_and_keeps_eager_val
         assert Path(rep["export_cache"]["path"]).parent == cli_cache / "onnx"
         assert rep["engine_report"]["engine_bytes"] > 0 and rep["engine_report"]["num_layers"] > 0
         assert rep["engine_report"]["source"] == "builder_log"
-        assert rep["engine_validity_here"]["validity"] == "INVALID"
+        # no CUDA driver here: TensorRT cannot judge the engine, so no verdict is recorded
+        assert rep["engine_validity_here"]["validity"] is None and not rep["engine_validity_here"]["checked"]
+        assert rep["tf32"]["matmul"] == rep["tf32"]["conv"] == "ieee" and rep["tf32"]["true_float32"]
         assert rep["execution"]["executed"] is False
         assert rep["cuda_graphs"]["mode"] == "rtx_whole_graph_capture" and rep["cuda_graphs"]["used"] is None
         assert {"export", "parse", "build"} <= set(rep["prepare_s"])
@@ -1026,47 +1106,3 @@ def test_selfcheck_on_a_machine_without_a_gpu_says_it_did_not_execute(tmp_path: 
         r = loaded(p)
         assert r["results"] and all(row["status"] == "failed" and row["samples_ns"] == []
                                     for row in r["results"])
-
-
-def test_dynamic_shapes_bind_views_of_the_maximum_buffers_on_a_mocked_gpu() -> None:
-    """No GPU here: CPU tensors stand in for the device and pinned buffers and a stand-in
-    plays the execution context; the binding logic is the runner's."""
-    import torch
-
-    class Context:
-        def __init__(self) -> None:
-            self.shapes: dict[str, tuple[int, ...]] = {}
-            self.calls: list[tuple[str, tuple[int, ...]]] = []
-
-        def set_input_shape(self, name: str, shape: tuple[int, ...]) -> bool:
-            self.calls.append((name, tuple(shape)))
-            self.shapes[name] = tuple(shape)
-            return shape[1] <= 64
-
-        def get_tensor_shape(self, name: str) -> tuple[int, ...]:
-            return self.shapes[name] if name in self.shapes else (1, self.shapes["ids"][1], 3)
-
-    r = TensorRTRunner("cpu")
-    ctx = r._context = Context()
-    r._input_order, r.output_names, r._dynamic = ("ids", "mask"), ("logits",), {"ids", "mask"}
-    r._buffers = {"ids": torch.zeros(1, 64, dtype=torch.int64), "mask": torch.zeros(1, 64),
-                  "logits": torch.zeros(1, 64, 3)}
-    r._full_staging = [torch.zeros(1, 64, dtype=torch.int64), torch.zeros(1, 64)]
-    seven = (np.arange(7, dtype=np.int64)[None], np.ones((1, 7), np.float32))
-    r._apply_shapes(seven, force=True)
-    assert [tuple(t.shape) for t in r._inputs] == [(1, 7), (1, 7)]
-    assert [tuple(t.shape) for t in r._staging] == [(1, 7), (1, 7)]
-    assert tuple(r._outputs[0].shape) == (1, 7, 3)
-    # views of the same storage: the addresses bound to the engine stay valid
-    assert [t.data_ptr() for t in r._inputs] == [r._buffers["ids"].data_ptr(), r._buffers["mask"].data_ptr()]
-    assert r._outputs[0].data_ptr() == r._buffers["logits"].data_ptr()
-    r._staging[0].numpy()[...] = seven[0]
-    assert r._full_staging[0][0, :7].tolist() == list(range(7))
-    calls = len(ctx.calls)
-    r._apply_shapes(seven)  # the same shapes: nothing is set again
-    assert len(ctx.calls) == calls
-    r._apply_shapes((np.zeros((1, 3), np.int64), np.ones((1, 3), np.float32)))
-    assert ctx.calls[-2:] == [("ids", (1, 3)), ("mask", (1, 3))]
-    assert tuple(r._outputs[0].shape) == (1, 3, 3)
-    with pytest.raises(RuntimeError, match=r"TensorRT refused shape \[1, 65\] for input ids"):
-        r._apply_shapes((np.zeros((1, 65), np.int64), np.ones((1, 65), np.float32)))
