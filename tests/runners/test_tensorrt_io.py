@@ -114,7 +114,8 @@ class StandInContext:
 
     def __init__(self, sim: MockCuda, engine: StandInEngine, model: Any, out_shape: Any,
                  profile: tuple[int, int] = (1, 64)) -> None:
-        self.sim, self.engine, self.model, self.out_shape, self.profile = sim, engine, model, out_shape, profile
+        self.sim, self.engine, self.model = sim, engine, model
+        self.out_shape, self.profile = out_shape, profile
         self.shapes = {n: io[2] for n, io in engine.io.items() if io[0] == trt.TensorIOMode.INPUT}
         self.addresses: dict[str, int] = {}
         self.shape_calls: list[tuple[str, tuple[int, ...]]] = []

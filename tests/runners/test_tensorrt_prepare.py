@@ -92,7 +92,8 @@ class StandInRuntimeConfig:
         self.world = world
         self.cuda_graph_strategy: Any = None
         # TensorRT for RTX's own default
-        self.dynamic_shapes_kernel_specialization_strategy = trt.DynamicShapesKernelSpecializationStrategy.LAZY
+        lazy = trt.DynamicShapesKernelSpecializationStrategy.LAZY
+        self.dynamic_shapes_kernel_specialization_strategy = lazy
 
     def create_runtime_cache(self) -> StandInCache:
         return StandInCache(self.world)
