@@ -1087,22 +1087,42 @@ def test_cli_run_on_cpu_fails_tensorrt_rows_with_build_facts_and_keeps_eager_val
 def test_selfcheck_on_a_machine_without_a_gpu_says_it_did_not_execute(tmp_path: Path,
                                                                      cli_cache: Path) -> None:
     out = tmp_path / "sc"
-    proc = subprocess.run([sys.executable, "-m", "benchbox", "selfcheck", "--out-dir", str(out)],
-                          capture_output=True, text=True, timeout=600,
+    proc = subprocess.run([sys.executable, "-m", "benchbox", "selfcheck", "--dtype", "float32", "--out-dir",
+                           str(out)], capture_output=True, text=True, timeout=900,
                           env={**os.environ, "BENCHBOX_CACHE": str(cli_cache)})
     assert proc.returncode == 3, proc.stderr[-2000:]
     verdict = (out / "verdict.txt").read_text()
     assert verdict.strip() in proc.stdout
     lines = verdict.splitlines()
+    assert lines[0] == "benchbox selfcheck: runner tensorrt, task decision/tiny (float32), device cuda"
     assert lines[1] == ("verdict: NOT EXECUTED: nothing ran on a GPU here, so no GPU result is measured "
                         "or claimed")
-    assert f"tensorrt_rtx {trt.__version__}: not executed: no CUDA device is visible to torch" in verdict
-    assert "[passed] build (no GPU needed): engine built for compute capability 8.9" in verdict
-    assert "[not_run] execution checks" in verdict and "PASSED" not in verdict
-    receipts = sorted(out.glob("selfcheck-tensorrt_rtx.*.json"))
-    assert [p.name.split(".")[1] for p in receipts] == ["device_compute", "device_span", "device_throughput",
-                                                        "model_io_wall", "public_task_call_wall"]
-    for p in receipts:
-        r = loaded(p)
+    assert f"tensorrt_rtx {trt.__version__}: 0 of 3 runs executed" in verdict
+    why = "not executed: no CUDA device is visible to torch"
+    # each run says what it was and that it did not execute, and builds what needs no GPU
+    assert ("float32, fixed shapes [device_compute, device_span, device_throughput, model_io_wall, "
+            f"public_task_call_wall]: {why}") in verdict
+    dynamic_run = "float32, dynamic shapes (task option dynamic_tokens=true) [model_io_wall, device_compute]"
+    assert f"{dynamic_run}: {why}" in verdict
+    no_graphs = "float32, contract device_compute_no_graphs (cuda_graphs = false) [device_compute_no_graphs]"
+    assert f"{no_graphs}: {why}" in verdict
+    built = "[passed] build (no GPU needed): engine built for compute capability 8.9"
+    builds = [line for line in lines if built in line]
+    assert len(builds) == 3 and builds[1].endswith("profile tokens [1, 1]..[1, 128], profile token_mask "
+                                                   "[1, 1]..[1, 128]")
+    assert "profile" not in builds[0] + builds[2]
+    assert verdict.count("[not_run] execution checks") == 3 and "PASSED" not in verdict
+    receipts = sorted(p.name for p in out.glob("selfcheck-tensorrt_rtx-*.json"))
+    assert receipts == [
+        "selfcheck-tensorrt_rtx-dynamic-float32.device_compute.json",
+        "selfcheck-tensorrt_rtx-dynamic-float32.model_io_wall.json",
+        *[f"selfcheck-tensorrt_rtx-float32.{c}.json" for c in ("device_compute", "device_span",
+                                                               "device_throughput", "model_io_wall",
+                                                               "public_task_call_wall")],
+        "selfcheck-tensorrt_rtx-nographs-float32.json"]  # one contract: no contract in the name
+    for name in receipts:
+        r = loaded(out / name)
         assert r["results"] and all(row["status"] == "failed" and row["samples_ns"] == []
                                     for row in r["results"])
+    dynamic = loaded(out / receipts[0])
+    assert dynamic["task"]["options"] == {"dynamic_tokens": True}
