@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from benchbox.errors import FieldError
-from benchbox.run.config import DTYPES
 from benchbox.selfcheck.checks import Check, check_run, runner_report
 
 #: exit codes of ``benchbox selfcheck``
@@ -191,6 +190,8 @@ def _flavours(cfg: SelfCheckConfig) -> tuple[list[str], list[str]]:
 
 
 def _check_config(cfg: SelfCheckConfig) -> None:
+    from benchbox.run.config import DTYPES
+
     if cfg.runner not in RUNNERS:
         raise FieldError("runner", f"{cfg.runner!r}: the self-check covers {', '.join(RUNNERS)}")
     if cfg.samples < 1:
