@@ -33,13 +33,18 @@ def _resolved(*settings: str) -> str | None:
     return next((s for s in settings if s not in ("none", "", None)), None)
 
 
-def torch_tf32(device: str) -> dict[str, Any]:
-    """The TF32 record of a PyTorch runner on ``device``, from torch's settings as they are now."""
+def _torch_settings() -> tuple[str, str, dict[str, Any]]:
+    """(matmul, conv, the settings they come from) as torch has them now."""
     import torch
 
     backends = torch.backends
+    if not hasattr(backends.cuda.matmul, "fp32_precision"):  # a torch before the fp32_precision API
+        matmul_on, conv_on = bool(backends.cuda.matmul.allow_tf32), bool(backends.cudnn.allow_tf32)
+        return ("tf32" if matmul_on else "ieee", "tf32" if conv_on else "ieee",
+                {"torch.backends.cuda.matmul.allow_tf32": matmul_on,
+                 "torch.backends.cudnn.allow_tf32": conv_on})
     generic = str(getattr(backends, "fp32_precision", "none"))
-    matmul_set = str(getattr(backends.cuda.matmul, "fp32_precision", "none"))
+    matmul_set = str(backends.cuda.matmul.fp32_precision)
     cudnn_set = str(getattr(backends.cudnn, "fp32_precision", "none"))
     conv_set = str(getattr(getattr(backends.cudnn, "conv", None), "fp32_precision", "none"))
     settings = {"torch.backends.fp32_precision": generic,
@@ -49,7 +54,12 @@ def torch_tf32(device: str) -> dict[str, Any]:
                 "torch.get_float32_matmul_precision()": torch.get_float32_matmul_precision()}
     # "none" inherits; torch's own defaults at the root: matmuls ieee, cuDNN convolutions tf32
     matmul = _resolved(matmul_set, generic) or "ieee"
-    conv = _resolved(conv_set, cudnn_set, generic) or "tf32"
+    return matmul, _resolved(conv_set, cudnn_set, generic) or "tf32", settings
+
+
+def torch_tf32(device: str) -> dict[str, Any]:
+    """The TF32 record of a PyTorch runner on ``device``, from torch's settings as they are now."""
+    matmul, conv, settings = _torch_settings()
     return finish({"matmul": matmul, "conv": conv, "source": "torch fp32_precision settings (read, "
                    "not changed, by benchbox)", "settings": settings}, device, honours_overrides=True)
 
