@@ -157,14 +157,19 @@ class StandInContext:
         return True
 
 
-@pytest.fixture
-def sim(monkeypatch: pytest.MonkeyPatch) -> MockCuda:
+def simulate(monkeypatch: pytest.MonkeyPatch) -> MockCuda:
+    """A stand-in RTX 4090 (compute capability 8.9) behind the stream simulator."""
     s = MockCuda()
     monkeypatch.setattr(tr, "cuda_ops", lambda device: s)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 9))
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "stand-in RTX 4090")
     return s
+
+
+@pytest.fixture
+def sim(monkeypatch: pytest.MonkeyPatch) -> MockCuda:
+    return simulate(monkeypatch)
 
 
 def bound(sim: MockCuda, task: Task, outputs: dict[str, Any], out_shape: Any,
@@ -299,3 +304,84 @@ def test_transfer_staged_stays_an_option_and_stream_current_is_refused(sim: Mock
 
     with pytest.raises(UsageError, match="tensorrt option stream=current: this runner needs a stream"):
         TensorRTRunner.check_options({"stream": "current"})
+
+
+class StandInRuntimeConfig:
+    def __init__(self) -> None:
+        self.cuda_graph_strategy: Any = None
+        lazy = trt.DynamicShapesKernelSpecializationStrategy.LAZY
+        self.dynamic_shapes_kernel_specialization_strategy = lazy
+
+    def create_runtime_cache(self) -> Any:
+        raise AssertionError("the runtime cache is off in this test")
+
+
+class ProfiledContext(StandInContext):
+    """A stand-in context that also reports one stand-in layer time to a profiler."""
+
+    profiler: Any = None
+    enqueue_emits_profile = True
+
+    def report_to_profiler(self) -> None:
+        self.profiler.report_layer_time("stand-in layer", 0.5)
+
+
+def test_prepare_then_calls_of_two_shapes_through_the_harness_on_the_cuda_stand_in(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """The real export and RTX build of a dynamic-shape task (made before the stand-in GPU exists,
+    then taken from the caches by ``prepare``), then a stand-in runtime: deserialize, bind, warm
+    every shape, profile, and cases of two token lengths through the harness."""
+    import contextlib
+
+    from benchbox.runners import tensorrt_flavours as fl
+
+    task = PerToken()
+    options = {"compute_capabilities": "8.9", "cache_dir": str(tmp_path), "runtime_cache": False,
+               "layer_profile_runs": 2}
+    TensorRTRunner("cpu", options).build(task, example_inputs(task), PhaseTimer())
+    sim = simulate(monkeypatch)
+    contexts: list[ProfiledContext] = []
+
+    class Engine(StandInEngine):
+        def create_runtime_config(self) -> StandInRuntimeConfig:
+            return StandInRuntimeConfig()
+
+        def create_execution_context(self, rc: Any = None) -> ProfiledContext:
+            ctx = ProfiledContext(sim, self, task.build_model(), lambda shapes: (1, shapes["ids"][1], 3))
+            contexts.append(ctx)
+            return ctx
+
+        def create_engine_inspector(self) -> Any:
+            raise RuntimeError("stand-in engine: no inspector")
+
+    class Runtime:
+        def __init__(self, log: Any) -> None:
+            pass
+
+        def deserialize_cuda_engine(self, blob: bytes) -> Engine:
+            assert len(blob) > 0  # the engine the real builder built
+            return Engine(task, example_inputs(task), {"scores": (trt.DataType.FLOAT, (1, -1, 3))})
+
+    class Bindings:
+        def __getattr__(self, name: str) -> Any:
+            return Runtime if name == "Runtime" else getattr(trt, name)
+
+    monkeypatch.setattr(fl, "load_module", lambda flavour: Bindings())
+    monkeypatch.setattr(torch.cuda, "device", lambda device: contextlib.nullcontext())
+    runner = TensorRTRunner("cuda", options)
+    phases = PhaseTimer()
+    runner.prepare(task, task.build_model(), example_inputs(task), phases)
+    assert {"export_cache_load", "engine_cache_load", "engine_load", "jit_warmup",
+            "layer_profile"} <= set(phases.seconds)
+    main, profiled = contexts
+    assert [s for s, _ in main.executed] == [(1, s) for s in (1, 16, 64, 7) for _ in range(2)]
+    assert runner.facts["layer_profile"]["runs"] == 2 and len(profiled.executed) == 3
+    assert profiled.addresses == main.addresses  # the profiling context reads the same memory
+    assert runner.facts["runtime"]["dynamic_shapes_kernel_specialization_strategy"] == "EAGER"
+    assert runner.facts["cuda_graphs"]["used"] == "rtx_whole_graph_capture"
+    harness = Harness(load_contract("model_io_wall"))
+    for case in (*task.cases(), task.cases()[0]):
+        got = harness.call(task, runner, case.request)
+        host = task.preprocess(task.parse(case.request))
+        np.testing.assert_allclose(got.outputs["scores"], _expected(task, host), rtol=1e-6)
+    assert [s for s, _ in main.executed[-3:]] == [(1, 7), (1, 3), (1, 7)]
