@@ -50,7 +50,7 @@ FLAGS: dict[str, dict[str, str]] = {
     "tasks": {"task": "--task"},
     "runners": {"device": "--device"},
     "selfcheck": {"runner": "--runner", "device": "--device", "flavours": "--flavour",
-                  "samples": "--samples", "warmup": "--warmup"},
+                  "samples": "--samples", "warmup": "--warmup", "dtypes": "--dtype", "size": "--size"},
     "matrix": {"executor": "--executor", "ray_address": "--ray-address", "revision": "--revision"},
 }
 
@@ -785,11 +785,16 @@ def runners(device: str, fmt: str) -> None:
               help="Flavour to check (repeatable); default every flavour that imports.")
 @click.option("--samples", type=int, **_selfcheck_default("samples"), help="Samples per (contract, case).")
 @click.option("--warmup", type=int, **_selfcheck_default("warmup"), help="Untimed calls before sampling.")
+@click.option("--dtype", "dtypes", multiple=True, type=click.Choice(DTYPES), **_selfcheck_default("dtypes"),
+              help="Model dtype of the fixed-shape runs (repeatable); the dynamic-shape and no-graph "
+                   "runs use the first.")
+@click.option("--size", **_selfcheck_default("size"), help=f"Task size: {_VALUES['size']}.")
 @click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the receipts and verdict.txt go; default receipts/selfcheck-STAMP/.")
 def selfcheck(runner: str, device: str, flavours: tuple[str, ...], samples: int, warmup: int,
-              out_dir: Path | None) -> None:
-    """Run the back-to-back built-in contracts on the tiny task with a runner and check the results.
+              dtypes: tuple[str, ...], size: str, out_dir: Path | None) -> None:
+    """Run the back-to-back built-in contracts on the decision task with a runner (each dtype, a
+    dynamic-shape run and a run without CUDA graphs) and check the results.
 
     Exit 0: every check passed; 1: a check failed; 3: nothing could execute here (the
     verdict says why; no GPU result is claimed).
@@ -797,7 +802,8 @@ def selfcheck(runner: str, device: str, flavours: tuple[str, ...], samples: int,
     from benchbox.selfcheck import SelfCheckConfig, run_selfcheck
 
     result = run_selfcheck(SelfCheckConfig(runner=runner, device=device, flavours=flavours,
-                                           samples=samples, warmup=warmup, out_dir=out_dir),
+                                           samples=samples, warmup=warmup, dtypes=tuple(dtypes), size=size,
+                                           out_dir=out_dir),
                            progress=lambda s: _echo(s, err=True))
     _echo(result.verdict_text())
     _echo(f"verdict written to {result.verdict_path}")

@@ -30,6 +30,8 @@ class SimStream:
         self.sim = sim
         self.name = name
         self.queue: list[Op] = []
+        #: the handle a library is given for this stream (``torch.cuda.Stream.cuda_stream``)
+        self.cuda_stream = 0x5000 + len(sim.streams) if hasattr(sim, "streams") else 0x5000
 
     def synchronize(self) -> None:
         self.sim.log.append(("sync", self.name))
@@ -102,6 +104,21 @@ class MockCuda:
         while stream.queue:
             _, fn = stream.queue.pop(0)
             fn()
+
+    def stream_of(self, handle: int) -> SimStream:
+        """The stream a library was handed as ``handle``."""
+        return next(s for s in self.streams if s.cuda_stream == handle)
+
+    def memory(self, ptr: int, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        """The registered device memory at address ``ptr`` as a tensor of ``shape`` and ``dtype``
+        (what a library that was handed the address reads and writes)."""
+        nbytes = int(np.prod(shape, dtype=np.int64)) * torch.empty(0, dtype=dtype).element_size()
+        for t in self._keep:
+            lo, hi = self._range(t)
+            if lo <= ptr and ptr + nbytes <= hi and self.is_device(t):
+                flat = torch.empty(0, dtype=torch.uint8).set_(t.untyped_storage())
+                return flat[ptr - lo: ptr - lo + nbytes].view(dtype).view(shape)
+        raise AssertionError(f"address {ptr:#x} (+{nbytes} bytes) is not registered device memory")
 
     def kernel(self, forward: Callable[..., Any]) -> Callable[..., Any]:
         """``forward`` as a kernel launched on the current stream: queued work there runs first."""

@@ -188,8 +188,8 @@ class RunConfig:
         if unknown:
             raise FieldError("runner_options", f"options for '{unknown[0]}', which is not a runner of this "
                                                f"run ({', '.join(self.runners)})")
-        for r in self.runners:  # option keys and values, before anything is measured
-            runners.check_options(r, self.runner_options.get(r, {}))
+        for r in self.runners:  # option keys and values (also against the device), before anything runs
+            runners.check_options(r, self.runner_options.get(r, {}), self.device)
         if self.threads is not None and self.threads < 1:
             raise FieldError("threads", f"must be ≥ 1, got {self.threads}")
         self.sampling()

@@ -29,8 +29,9 @@ class RunnerFactory(Protocol):
         """The runners a run may name."""
         ...
 
-    def check_options(self, name: str, options: dict[str, Any]) -> None:
-        """Refuse options the runner does not accept (UsageError), before anything runs."""
+    def check_options(self, name: str, options: dict[str, Any], device: str | None = None) -> None:
+        """Refuse options the runner does not accept (UsageError), before anything runs; with
+        ``device``, also those it cannot honour on that device."""
         ...
 
     def availability(self, name: str, device: str, options: dict[str, Any]) -> str | None:
@@ -54,10 +55,14 @@ class _Registered:
 
         return tuple(RUNNERS)
 
-    def check_options(self, name: str, options: dict[str, Any]) -> None:
+    def check_options(self, name: str, options: dict[str, Any], device: str | None = None) -> None:
         from benchbox.runners import runner_class
 
-        runner_class(name).check_options(options)
+        cls = runner_class(name)
+        if device is None:
+            cls.check_options(options)
+        else:
+            cls.check_options_for(device, options)
 
     def availability(self, name: str, device: str, options: dict[str, Any]) -> str | None:
         from benchbox.runners import availability
@@ -93,8 +98,12 @@ class RunnerClasses:
             raise UsageError(f"unknown runner '{name}' (runners: {', '.join(self.classes)})")
         return self.classes[name]
 
-    def check_options(self, name: str, options: dict[str, Any]) -> None:
-        self._class(name).check_options(options)
+    def check_options(self, name: str, options: dict[str, Any], device: str | None = None) -> None:
+        cls = self._class(name)
+        if device is None:
+            cls.check_options(options)
+        else:
+            cls.check_options_for(device, options)
 
     def availability(self, name: str, device: str, options: dict[str, Any]) -> str | None:
         return self._class(name).availability_for(device, options)

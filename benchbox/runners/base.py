@@ -58,6 +58,12 @@ class Runner(ABC):
             raise UsageError(f"{cls.name}: unknown option '{unknown[0][:60]}' (options: {known})")
 
     @classmethod
+    def check_options_for(cls, device: str, options: dict[str, Any]) -> None:
+        """``check_options``, and the checks of options that name the run's device (e.g. a build
+        for "the GPU of this run"); a run calls it before anything is measured."""
+        cls.check_options(options)
+
+    @classmethod
     def availability(cls, device: str) -> str | None:
         """None when the runner can run on ``device``, else the reason it cannot."""
         return None

@@ -295,21 +295,48 @@ def _phase(level: str, source: str) -> str:
     return "engine_load" if source == "engine_inspector" else "build"
 
 
-def precision_islands(layers: list[dict[str, Any]], model_dtype: str, *, level: str,
-                      source: str) -> list[dict[str, Any]]:
-    """Layers computing in another floating precision than the model's, one entry per
-    (precision, layer type) with a count and a few example names."""
+_ONNX_LAYER = re.compile(r"\[ONNX Layer: ([^\]]+)\]")
+
+
+def declared_islands(network_layers: list[dict[str, Any]], model_dtype: str) -> list[dict[str, Any]]:
+    """The layers the model itself declares in another floating precision than its dtype (its
+    float32 layer norms in a bfloat16 model, say), one entry per (precision, layer type). The
+    strongly typed network computes them as declared, as eager torch does: not fallbacks."""
     model = MODEL_PRECISION.get(model_dtype)
-    if model is None:
-        return []
-    picked = [((str(layer.get("precision")), str(layer.get("type"))), str(layer.get("name")))
-              for layer in layers if layer.get("precision") in FLOATING and layer["precision"] != model]
-    return [{"kind": "precision_island", "level": level, "precision": p, "layer_type": t,
-             "model_dtype": model_dtype, "count": n, "examples": ex,
-             "detail": f"{n} {t} layer(s) {'declared' if level == 'network' else 'running'} in {p} "
-                       f"in a {model_dtype} model",
-             "phase": _phase(level, source), "source": source}
-            for (p, t), n, ex in _group(picked)]
+    picked = [((str(x.get("precision")), str(x.get("type"))), str(x.get("name"))) for x in network_layers
+              if model is not None and x.get("precision") in FLOATING and x["precision"] != model]
+    return [{"precision": p, "layer_type": t, "model_dtype": model_dtype, "count": n, "examples": ex,
+             "detail": f"{n} {t} layer(s) declared in {p} in a {model_dtype} model",
+             "source": "network definition (strongly typed)"} for (p, t), n, ex in _group(picked)]
+
+
+def precision_islands(engine_layers: list[dict[str, Any]], network_layers: list[dict[str, Any]],
+                      model_dtype: str, source: str) -> list[dict[str, Any]]:
+    """Engine layers that write another floating precision than the network declares for the
+    layers they implement (the ONNX layers their metadata names), one entry per (precision,
+    layer type, declared). A layer naming no known network layer is held to the model's dtype;
+    reformat layers are ``reformat_layer`` entries, not counted here again."""
+    declared: dict[str, set[str]] = {}
+    for x in network_layers:
+        declared.setdefault(str(x.get("name")), set()).update(
+            p for p in x.get("output_types") or [x.get("precision")] if p in FLOATING)
+    model = MODEL_PRECISION.get(model_dtype)
+    picked = []
+    for layer in engine_layers:
+        outs = {p for p in layer.get("output_types") or [layer.get("precision")] if p in FLOATING}
+        if is_reformat(layer) or not outs:
+            continue
+        known = [n for n in _ONNX_LAYER.findall(str(layer.get("metadata") or "")) if n in declared]
+        expected = set().union(*(declared[n] for n in known)) if known else {model} - {None}
+        extra = sorted(outs - expected)
+        if extra and expected:
+            picked.append(((extra[0], str(layer.get("type")), "/".join(sorted(expected))),
+                           str(layer.get("name"))))
+    return [{"kind": "precision_island", "level": "engine", "precision": p, "layer_type": t,
+             "declared": d, "model_dtype": model_dtype, "count": n, "examples": ex,
+             "detail": f"{n} {t} layer(s) running in {p} where the network declares {d}",
+             "phase": _phase("engine", source), "source": source}
+            for (p, t, d), n, ex in _group(picked)]
 
 
 def is_reformat(layer: dict[str, Any]) -> bool:
@@ -361,21 +388,16 @@ def unsupported_entries(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def fallback_entries(*, model_dtype: str, network_layers: list[dict[str, Any]],
                      engine_layers: list[dict[str, Any]] | None, engine_source: str | None
                      ) -> list[dict[str, Any]]:
-    """Precision islands, reformat and plugin layers of one build, grouped.
-
-    Network level: the precision each layer of the strongly typed network is declared in
-    (what the model asks for, known without a GPU). Engine level, when the engine's layer
-    listing is known: what the built engine runs (fused kernels; a fused kernel that
-    computes in FP32 internally but writes BF16 shows as BF16 here).
+    """What the built engine does other than the network declares, each layer counted once:
+    precision islands (another precision than declared), reformat and plugin layers. Without
+    the engine's layer listing, the network's plugin layers. The precisions the model declares
+    are ``declared_islands``, not fallbacks.
     """
-    out = precision_islands(network_layers, model_dtype, level="network",
-                            source="network definition (strongly typed)")
-    out += plugin_entries(network_layers, level="network", source="network definition")
-    if engine_layers is not None and engine_source:
-        out += precision_islands(engine_layers, model_dtype, level="engine", source=engine_source)
-        out += reformat_entries(engine_layers, engine_source)
-        out += plugin_entries(engine_layers, level="engine", source=engine_source)
-    return out
+    if engine_layers is None or not engine_source:
+        return plugin_entries(network_layers, level="network", source="network definition")
+    return [*precision_islands(engine_layers, network_layers, model_dtype, engine_source),
+            *reformat_entries(engine_layers, engine_source),
+            *plugin_entries(engine_layers, level="engine", source=engine_source)]
 
 
 def summarize_layers(layers: list[dict[str, Any]]) -> dict[str, Any]:

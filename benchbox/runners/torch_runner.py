@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from benchbox.runners import precision
 from benchbox.runners import transfer as tr
 from benchbox.runners.base import Runner
 
@@ -132,13 +133,18 @@ class TorchRunner(Runner):
         ops = self._ops
         self._pin_block = ops.pinned(layout.total)
         self._dev_block = ops.device_block(layout.total)
+        self._pack_views(example, layout)
+
+    def _pack_views(self, example: tuple[np.ndarray, ...], layout: tr.PackLayout) -> None:
+        """``_inputs`` as views of the device block at the layout's offsets, and ``_steps``, the
+        copies of one call of inputs shaped like ``example``."""
         host = self._pin_block.numpy()
         self._inputs = []
         views: list[np.ndarray] = []
         for a, off, n in zip(example, layout.offsets, layout.nbytes):
             self._inputs.append(self._dev_block[off:off + n].view(tr.torch_dtype(a.dtype)).view(a.shape))
             views.append(host[off:off + n].view(a.dtype).reshape(a.shape))
-        sig = self._signature
+        sig = [(tuple(a.shape), a.dtype) for a in example]
         # per chunk: whole inputs (index, host view, shape, dtype), pieces (index, host bytes,
         # lo, hi, shape, dtype), and the device/pinned slices of the block that one copy moves
         self._steps = [
@@ -322,4 +328,5 @@ class TorchRunner(Runner):
         facts = self.transfer_facts()
         if facts is not None:
             rep["transfer"] = facts
+        rep.setdefault("tf32", precision.torch_tf32(self.device))  # TF32 in float32 matmuls, convolutions
         return rep

@@ -124,6 +124,15 @@ class PackLayout:
     total: int
     chunks: tuple[Chunk, ...]
 
+    def within(self, nbytes: tuple[int, ...], chunk: int | None = None) -> PackLayout:
+        """The same block and offsets holding inputs of ``nbytes`` (each at most its size here):
+        the copies of a call whose inputs are smaller than the ones the block was laid out for."""
+        if len(nbytes) != len(self.nbytes) or any(n > m for n, m in zip(nbytes, self.nbytes)):
+            raise ValueError(f"inputs of {list(nbytes)} bytes do not fit a block laid out for "
+                             f"{list(self.nbytes)}")
+        chunk = PACK_CHUNK_BYTES if chunk is None else chunk
+        return PackLayout(self.offsets, tuple(nbytes), self.total, _chunks(self.offsets, nbytes, chunk))
+
 
 def _aligned(n: int, align: int) -> int:
     return -(-n // align) * align
@@ -144,6 +153,12 @@ def pack_layout(example: tuple[np.ndarray, ...], align: int | None = None,
         offsets.append(pos)
         sizes.append(int(a.nbytes))
         pos = _aligned(pos + int(a.nbytes), align)
+    return PackLayout(tuple(offsets), tuple(sizes), max(pos, align), _chunks(offsets, sizes, chunk))
+
+
+def _chunks(offsets: tuple[int, ...] | list[int], sizes: tuple[int, ...] | list[int],
+            chunk: int) -> tuple[Chunk, ...]:
+    """Consecutive inputs share a chunk while they fit; a larger input gets one chunk per piece."""
     chunks: list[Chunk] = []
     group: list[int] = []
 
@@ -163,7 +178,7 @@ def pack_layout(example: tuple[np.ndarray, ...], align: int | None = None,
             flush()
         group.append(i)
     flush()
-    return PackLayout(tuple(offsets), tuple(sizes), max(pos, align), tuple(chunks))
+    return tuple(chunks)
 
 
 def copies_per_call(strategy: str, example: tuple[np.ndarray, ...]) -> int:

@@ -63,6 +63,8 @@ def test_selfcheck_and_runners_options_default_to_their_configs() -> None:
     params, lib = _params("selfcheck"), SelfCheckConfig()
     assert (params["runner"], params["device"], params["samples"], params["warmup"]) == \
         (lib.runner, lib.device, lib.samples, lib.warmup)
+    assert (tuple(params["dtypes"]), params["size"]) == (lib.dtypes, lib.size) == (("float32", "bfloat16"),
+                                                                                    "tiny")
     assert _params("runners")["device"] == RunConfig().device
 
 

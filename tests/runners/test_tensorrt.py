@@ -29,7 +29,12 @@ from benchbox.errors import UsageError  # noqa: E402
 from benchbox.fallbacks import probable_causes  # noqa: E402
 from benchbox.harness import PhaseTimer  # noqa: E402
 from benchbox.runners import availability, runner_class  # noqa: E402
-from benchbox.runners import tensorrt as trt_runner  # noqa: E402
+from benchbox.runners import tensorrt as trt_module  # noqa: E402
+from benchbox.runners import tensorrt_build as tb  # noqa: E402
+from benchbox.runners import tensorrt_flavours as fl  # noqa: E402
+from benchbox.runners import tensorrt_inspect as ti  # noqa: E402
+from benchbox.runners import tensorrt_options as topts  # noqa: E402
+from benchbox.runners import tensorrt_plans as plans  # noqa: E402
 from benchbox.runners import tensorrt_report as tr  # noqa: E402
 from benchbox.runners.onnx_export import (  # noqa: E402
     OnnxExport,
@@ -37,7 +42,8 @@ from benchbox.runners.onnx_export import (  # noqa: E402
     export_key,
     load_or_export,
 )
-from benchbox.runners.tensorrt import NEEDS_CUDA, NOT_INSTALLED, TensorRTRunner  # noqa: E402
+from benchbox.runners.tensorrt import NEEDS_CUDA, TensorRTRunner  # noqa: E402
+from benchbox.runners.tensorrt_flavours import NOT_INSTALLED  # noqa: E402
 from benchbox.tasks import Case, InputShape, Task, load_task  # noqa: E402
 from tests.support import loaded  # noqa: E402
 
@@ -189,7 +195,13 @@ def test_build_makes_a_real_engine_and_reports_it(task: Any, built: dict[str, An
     assert {"MATRIX_MULTIPLY", "SOFTMAX", "NORMALIZATION"} <= set(net["layer_types"])
     assert "FP32" in net["precisions"] and "BF16" not in net["precisions"]
     # a float32 model has no precision islands, reformat or plugin layers
-    assert rep["fallbacks"] == []
+    assert rep["fallbacks"] == [] and rep["declared_precision_islands"] == []
+    # TF32: the builder flag read back, for matmuls and convolutions alike (recorded on every runner)
+    assert rep["tf32"]["matmul"] == rep["tf32"]["conv"] == "ieee"
+    assert rep["tf32"]["settings"] == {"BuilderFlag.TF32": False}
+    assert set(rep["tf32"]["environment"]) == {"NVIDIA_TF32_OVERRIDE", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE"}
+    # the builder's log holds the build's messages only (the runtime has a logger of its own)
+    assert rep["builder_log"] == rep["build"]["messages"][:len(rep["builder_log"])]
     # build time is the harness's, from the phase timer; nothing in the report reads a clock
     assert set(built["phases"].seconds) == {"export_key", "export", "parse", "build"}
     assert rep["export_cache"]["hit"] is False
@@ -205,7 +217,7 @@ def test_builder_flags_are_set_explicitly_on_the_real_config(task: Any, exported
 
     config = builder.create_builder_config()
     assert config.get_flag(trt.BuilderFlag.TF32) is True  # the default the runner must not inherit
-    opts, facts = trt_runner.configure_builder(
+    opts, facts = tb.configure_builder(
         trt, builder, network, config, flavour="tensorrt_rtx", capabilities=["8.6", "12.0"], tf32=False,
         optimization_level=2, require_user_allocation=False, input_shapes=shapes)
     assert config.get_flag(trt.BuilderFlag.TF32) is False and opts["tf32"] is False
@@ -219,7 +231,7 @@ def test_builder_flags_are_set_explicitly_on_the_real_config(task: Any, exported
     assert facts["builder_defaults"] == {"tf32": True, "builder_optimization_level": 3}
 
     config = builder.create_builder_config()
-    opts, _ = trt_runner.configure_builder(
+    opts, _ = tb.configure_builder(
         trt, builder, network, config, flavour="tensorrt_rtx", capabilities=["8.9"], tf32=True,
         optimization_level=None, require_user_allocation=True, input_shapes=shapes)
     assert config.get_flag(trt.BuilderFlag.TF32) is True and opts["tf32"] is True
@@ -316,16 +328,17 @@ def test_engine_cache_key_holds_build_options_and_code_version_not_runtime_optio
         return r.facts["build"]["cache"]["key"], r.facts["build"]["cache"]["hit"]
 
     runtime_only = {"cuda_graph": False, "cuda_graph_strategy": "disabled", "runtime_cache": False,
-                    "jit_warmup_calls": 5, "layer_profile": False, "layer_profile_runs": 3}
-    every = set(runtime_only) | set(trt_runner.BUILD_OPTION_KEYS) | {"flavour", "opset", "cache", "cache_dir"}
-    assert every == set(trt_runner.OPTION_DEFAULTS)
+                    "jit_warmup_calls": 5, "layer_profile": False, "layer_profile_runs": 3,
+                    "shape_specialization": "lazy", "transfer": "staged", "d2h": "pinned", "stream": "side"}
+    every = set(runtime_only) | set(topts.BUILD_OPTION_KEYS) | {"flavour", "opset", "cache", "cache_dir"}
+    assert every == set(topts.OPTION_DEFAULTS)
     assert key_of(runtime_only) == (base_key, True)
     assert key_of({"tf32": True})[0] != base_key
     assert key_of({"builder_optimization_level": 1})[0] != base_key
     # the builder code's version is part of the key
-    version = trt_runner.build_code_version()
-    monkeypatch.setattr(trt_runner, "BUILD_CODE_REVISION", trt_runner.BUILD_CODE_REVISION + 1)
-    assert trt_runner.build_code_version() != version
+    version = tb.build_code_version()
+    monkeypatch.setattr(tb, "BUILD_CODE_REVISION", tb.BUILD_CODE_REVISION + 1)
+    assert tb.build_code_version() != version
     key, hit = key_of({})
     assert key != base_key and hit is False
     # an RTX engine built for named capabilities does not depend on the building machine's GPU
@@ -366,36 +379,58 @@ def test_a_corrupt_cached_export_is_replaced(task: Any, exported: OnnxExport, tm
 # -- precision islands, reformat and plugin layers ------------------------------------------
 
 
-def test_bfloat16_build_lists_its_float32_islands_as_grouped_fallbacks(bf16: dict[str, Any]) -> None:
+def test_bfloat16_build_records_its_declared_float32_apart_and_counts_no_fallback(
+        bf16: dict[str, Any]) -> None:
     rep = bf16["report"]
-    islands = [f for f in rep["fallbacks"] if f["kind"] == "precision_island"]
-    network = [f for f in islands if f["level"] == "network"]
-    engine = [f for f in islands if f["level"] == "engine"]
-    # every float32 layer of the strongly typed network is counted once, grouped by layer type
-    assert sum(f["count"] for f in network) == rep["network"]["precisions"]["FP32"] > 50
-    assert len(network) == len({(f["precision"], f["layer_type"]) for f in network}) < 20
-    assert all(f["precision"] == "FP32" and f["model_dtype"] == "bfloat16" for f in islands)
-    assert all(1 <= len(f["examples"]) <= min(tr.EXAMPLES, f["count"]) for f in islands)
-    by_type = {f["layer_type"]: f for f in network}
+    declared = rep["declared_precision_islands"]
+    # every float32 layer the strongly typed network declares is counted once, grouped by layer type
+    assert sum(f["count"] for f in declared) == rep["network"]["precisions"]["FP32"] > 50
+    assert len(declared) == len({(f["precision"], f["layer_type"]) for f in declared}) < 20
+    assert all(f["precision"] == "FP32" and f["model_dtype"] == "bfloat16" for f in declared)
+    assert all(1 <= len(f["examples"]) <= min(tr.EXAMPLES, f["count"]) for f in declared)
+    by_type = {f["layer_type"]: f for f in declared}
     # the task's precision options: layer norms and softmax in float32, the schema head too
     assert by_type["NORMALIZATION"]["count"] >= 5 and by_type["SOFTMAX"]["count"] >= 2
     assert by_type["MATRIX_MULTIPLY"]["count"] >= 1
-    # and what the built engine runs in float32, from the builder's listing of its layers
-    assert engine and all(f["source"] == "builder_log" for f in engine)
-    assert sum(f["count"] for f in engine) == rep["engine_report"]["precisions"]["FP32"]
-    assert "gemm" in {f["layer_type"] for f in engine}  # the float32 logits head
+    # the engine runs float32 kernels (the float32 logits head among them), each implementing layers
+    # the network declares float32: no fallback, and none of them counted a second time
+    engine_fp32 = [x for x in rep["engine_report"]["layers"] if x["precision"] == "FP32"]
+    assert engine_fp32 and "gemm" in {x["type"] for x in engine_fp32}
+    assert [f for f in rep["fallbacks"] if f["kind"] == "precision_island"] == []
     assert rep["network"]["precisions"]["BF16"] > 0 and rep["engine_report"]["precisions"]["BF16"] > 0
     json.dumps(rep)
 
 
-def test_careless_bfloat16_has_fewer_islands(bf16: dict[str, Any], cache_root: Path) -> None:
+def test_an_engine_layer_in_another_precision_than_declared_is_one_fallback(bf16: dict[str, Any]) -> None:
+    """The engine listing of the real bfloat16 build, with one kernel changed to write FP32 where
+    the network declares BF16 (what a builder that fell back would list)."""
+    runner = bf16["runner"]
+    layers = [dict(x) for x in runner._engine_layers]
+    changed = next(i for i, x in enumerate(layers) if x["type"] == "gemm" and x["precision"] == "BF16")
+    layers[changed].update(precision="FP32", output_types=["FP32"])
+    fb = tr.fallback_entries(model_dtype="bfloat16", network_layers=runner._network_layers,
+                             engine_layers=layers, engine_source="builder_log")
+    (island,) = [f for f in fb if f["kind"] == "precision_island"]
+    assert island["count"] == 1 and island["examples"] == [layers[changed]["name"]]
+    assert (island["precision"], island["declared"], island["layer_type"]) == ("FP32", "BF16", "gemm")
+    assert island["detail"] == "1 gemm layer(s) running in FP32 where the network declares BF16"
+    # a kernel naming no network layer is held to the model's dtype
+    layers[changed]["metadata"] = ""
+    (island,) = [f for f in tr.fallback_entries(model_dtype="bfloat16", network_layers=runner._network_layers,
+                                                engine_layers=layers, engine_source="builder_log")
+                 if f["kind"] == "precision_island"]
+    assert island["declared"] == "BF16" and island["count"] == 1
+
+
+def test_careless_bfloat16_declares_fewer_float32_layers(bf16: dict[str, Any], cache_root: Path) -> None:
     careless = load_task("decision", dtype="bfloat16",
                          options={"softmax_fp32": False, "layernorm_fp32": False, "logits_fp32": False})
     runner = TensorRTRunner("cpu", {"cache_dir": str(cache_root), "compute_capabilities": "8.9"})
     runner.build(careless, example_inputs(careless), PhaseTimer())
-    types_ = {f["layer_type"] for f in runner.report()["fallbacks"]
-              if f["kind"] == "precision_island" and f["level"] == "network"}
+    types_ = {f["layer_type"] for f in runner.report()["declared_precision_islands"]}
     assert "NORMALIZATION" not in types_ and "SOFTMAX" not in types_
+    careful = {f["layer_type"] for f in bf16["report"]["declared_precision_islands"]}
+    assert {"NORMALIZATION", "SOFTMAX"} <= careful
 
 
 # -- optimization profiles ------------------------------------------------------------------
@@ -417,7 +452,7 @@ def test_variable_length_task_builds_with_an_optimization_profile(cache_root: Pa
     assert eng_io["ids"]["profile"] == [{"min": [1, 1], "opt": [1, 16], "max": [1, 64]}]
     assert len(engine) > 0
     # one captured graph cannot follow shapes: full TensorRT leaves graphs off, RTX's own capture follows
-    assert trt_runner.graph_plan("tensorrt", "auto", "auto", True, dynamic=True).mode == "off"
+    assert plans.graph_plan("tensorrt", "auto", "auto", True, dynamic=True).mode == "off"
     assert runner.facts["cuda_graphs"]["mode"] == "rtx_whole_graph_capture"
 
 
@@ -426,7 +461,7 @@ def test_input_shape_declarations_are_checked(task: Any) -> None:
     default = task.input_shapes()
     assert {n: s.min for n, s in default.items()} == {n: a.shape for n, a in zip(task.input_names, example)}
     assert all(s.min == s.opt == s.max and s.dynamic_axes == () for s in default.values())
-    assert trt_runner.checked_input_shapes(task, example) == default
+    assert plans.checked_input_shapes(task, example) == default
     first = task.input_names[0]
     cases = [
         ({k: v for k, v in default.items() if k != first}, "must name every input"),
@@ -440,7 +475,7 @@ def test_input_shape_declarations_are_checked(task: Any) -> None:
                 return _s
 
         with pytest.raises(UsageError, match=message):
-            trt_runner.checked_input_shapes(Declared(), example)
+            plans.checked_input_shapes(Declared(), example)
 
 
 # -- parser errors, options, availability -----------------------------------------------------
@@ -464,7 +499,7 @@ def test_parser_errors_are_reported_per_node_with_the_unsupported_nodes(task: An
             return {"x": InputShape.fixed((1, 4))}
 
     runner = TensorRTRunner("cpu", {"cache_dir": str(tmp_path), "compute_capabilities": "8.9"})
-    with pytest.raises(trt_runner.TensorRTBuildError, match="NoSuchOperator"):
+    with pytest.raises(fl.TensorRTBuildError, match="NoSuchOperator"):
         runner.build(One(), (np.zeros((1, 4), np.float32),), PhaseTimer(), exported=bad)
     parser = runner.facts["parser"]
     assert parser["ok"] is False and parser["num_errors"] >= 1
@@ -485,16 +520,16 @@ def test_availability_says_precisely_why() -> None:
     # this machine has no GPU: torch sees none
     assert TensorRTRunner.availability("cuda").startswith("no CUDA device is visible to torch")
     forced = availability("tensorrt", "cuda", {"flavour": "tensorrt"})
-    if not trt_runner.installed("tensorrt"):
+    if not fl.installed("tensorrt"):
         assert forced == ("flavour tensorrt needs tensorrt, which is not installed: "
                           "pip install 'benchbox[tensorrt]'")
 
 
 def test_availability_with_simulated_missing_packages(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(trt_runner, "missing_export_packages", lambda: ["onnxscript"])
+    monkeypatch.setattr(trt_module, "missing_export_packages", lambda: ["onnxscript"])
     assert TensorRTRunner.availability("cuda") == ("onnxscript (to export the model to ONNX) not installed: "
                                                    "pip install 'benchbox[tensorrt-rtx]'")
-    monkeypatch.setattr(trt_runner, "installed", lambda flavour: False)
+    monkeypatch.setattr(fl, "installed", lambda flavour: False)
     assert TensorRTRunner.availability("cuda") == NOT_INSTALLED
     assert availability("tensorrt", "cpu") == NOT_INSTALLED
     assert TensorRTRunner("cpu").gather_facts(None, (), PhaseTimer())["flavour"] is None
@@ -506,27 +541,27 @@ def test_auto_flavour_passes_over_a_broken_full_tensorrt_on_a_mocked_install(
     fake = types.ModuleType("tensorrt")
     fake.__spec__ = ModuleSpec("tensorrt", None)
     monkeypatch.setitem(sys.modules, "tensorrt", fake)  # importable, but no version, no Builder
-    choice = trt_runner.resolve_flavour("auto")
+    choice = fl.resolve_flavour("auto")
     assert choice.flavour == "tensorrt_rtx"
     assert choice.skipped == (("tensorrt", "tensorrt imports but reports no version (None)"),)
     assert choice.to_dict()["skipped"][0]["flavour"] == "tensorrt"
     fake.__version__ = "10.13.0.35"
-    assert "has no Builder/OnnxParser" in trt_runner.resolve_flavour("auto").skipped[0][1]
+    assert "has no Builder/OnnxParser" in fl.resolve_flavour("auto").skipped[0][1]
     fake.Builder = fake.OnnxParser = object
-    assert trt_runner.resolve_flavour("auto").flavour == "tensorrt"  # a usable one is taken first
+    assert fl.resolve_flavour("auto").flavour == "tensorrt"  # a usable one is taken first
 
-    real_import = trt_runner.importlib.import_module
+    real_import = fl.importlib.import_module
 
     def failing(name: str, *a: Any) -> Any:
         if name == "tensorrt":
             raise OSError("libnvinfer.so.10: cannot open shared object file")
         return real_import(name, *a)
 
-    monkeypatch.setattr(trt_runner.importlib, "import_module", failing)
-    choice = trt_runner.resolve_flavour("auto")
+    monkeypatch.setattr(fl.importlib, "import_module", failing)
+    choice = fl.resolve_flavour("auto")
     assert choice.flavour == "tensorrt_rtx"
     assert "does not import (OSError: libnvinfer.so.10" in choice.skipped[0][1]
-    forced = trt_runner.resolve_flavour("tensorrt")
+    forced = fl.resolve_flavour("tensorrt")
     assert forced.flavour is None and forced.missing_reason().startswith("flavour tensorrt: tensorrt is "
                                                                          "installed but does not import")
 
@@ -550,20 +585,20 @@ def test_bad_options_are_one_line_usage_errors_before_any_export(
     def no_export(*a: Any, **k: Any) -> Any:
         raise AssertionError("exported before the options were checked")
 
-    monkeypatch.setattr(trt_runner, "load_or_export", no_export)
+    monkeypatch.setattr(tb, "load_or_export", no_export)
     with pytest.raises(UsageError, match=message) as e:
         TensorRTRunner("cpu", options)
     assert "\n" not in str(e.value)
 
 
 def test_options_for_the_other_flavour_are_refused() -> None:
-    opts = trt_runner.normalize_options({"compute_capabilities": "8.9"})
+    opts = topts.normalize_options({"compute_capabilities": "8.9"})
     with pytest.raises(UsageError, match="applies to TensorRT for RTX"):
-        trt_runner.check_flavour_options(opts, "tensorrt")
-    opts = trt_runner.normalize_options({"cuda_graph_strategy": "whole_graph_capture"})
+        topts.check_flavour_options(opts, "tensorrt")
+    opts = topts.normalize_options({"cuda_graph_strategy": "whole_graph_capture"})
     with pytest.raises(UsageError, match="needs TensorRT for RTX"):
-        trt_runner.check_flavour_options(opts, "tensorrt")
-    trt_runner.check_flavour_options(opts, "tensorrt_rtx")
+        topts.check_flavour_options(opts, "tensorrt")
+    topts.check_flavour_options(opts, "tensorrt_rtx")
 
 
 def test_cli_refuses_an_unsupported_capability_before_measuring(tmp_path: Path) -> None:
@@ -579,19 +614,67 @@ def test_cli_refuses_an_unsupported_capability_before_measuring(tmp_path: Path) 
     assert not out.exists() and not (tmp_path / "cache").exists()
 
 
+def test_cli_refuses_current_without_a_supported_gpu_before_calibrating(tmp_path: Path) -> None:
+    """compute_capabilities=current builds for the run's GPU: refused at validation, before the
+    calibration, the export or any receipt (this machine has no GPU)."""
+    out = tmp_path / "r.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchbox", "run", "--runner", "tensorrt", "--device", "cuda",
+         "--runner-option", "tensorrt:compute_capabilities=current", "--out", str(out)],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "BENCHBOX_CACHE": str(tmp_path / "cache")})
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "benchbox: error: tensorrt option compute_capabilities=current: no CUDA device is usable; name one "
+        f"({', '.join(fl.rtx_capabilities(trt))})")
+    assert "calibrat" not in proc.stderr
+    assert not out.exists() and not list(tmp_path.glob("r.*")) and not (tmp_path / "cache").exists()
+
+
+def test_current_is_checked_against_the_runs_device_on_a_mocked_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from benchbox.run.factory import REGISTERED
+
+    opts = {"compute_capabilities": "current"}
+    TensorRTRunner.check_options(opts)  # the options alone are fine
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    with pytest.raises(UsageError, match=r"current: NVIDIA H200 \(compute capability 9.0\) is not supported"):
+        REGISTERED.check_options("tensorrt", opts, "cuda")
+    REGISTERED.check_options("tensorrt", opts)  # without the device, nothing to judge
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 9))
+    REGISTERED.check_options("tensorrt", opts, "cuda")  # an Ada GPU: fine
+
+
+def test_engine_validity_has_its_own_logger_and_no_verdict_without_a_driver(built: dict[str, Any]) -> None:
+    engine = built["engine"]
+    assert ti.cuda_driver() is None  # this machine has no CUDA driver
+    none = ti.engine_validity(trt, engine, None)
+    assert none is not None and none["validity"] is None and none["checked"] is False
+    assert "no CUDA driver" in none["why"]
+    # with a driver named (a stand-in name: there is none here) the real bindings are asked, and
+    # what they log goes to the check's own logger and into the record
+    asked = ti.engine_validity(trt, engine, "libcuda.so.1 (stand-in name)")
+    assert asked is not None and asked["checked"] is True and asked["validity"] == "INVALID"
+    assert asked["messages"] and "driver" in asked["why"].lower()
+    assert not any(m in built["runner"].facts["builder_log"] for m in asked["messages"])
+
+
 def test_offline_target_is_8_9_without_a_supported_gpu() -> None:
-    supported = trt_runner.rtx_capabilities(trt)
+    supported = fl.rtx_capabilities(trt)
     h200 = {"name": "NVIDIA H200", "capability": "9.0"}
-    ccs, why = trt_runner.target_capabilities(None, supported, None, h200, trt.__version__)
-    assert ccs == [trt_runner.DEFAULT_OFFLINE_CAPABILITY] == ["8.9"]
+    ccs, why = fl.target_capabilities(None, supported, None, h200, trt.__version__)
+    assert ccs == [fl.DEFAULT_OFFLINE_CAPABILITY] == ["8.9"]
     assert "does not run on NVIDIA H200 (compute capability 9.0)" in why
-    ccs, why = trt_runner.target_capabilities(None, supported, None, None, trt.__version__)
+    ccs, why = fl.target_capabilities(None, supported, None, None, trt.__version__)
     assert ccs == ["8.9"] and "without a CUDA device" in why
     ada = {"name": "NVIDIA L4", "capability": "8.9"}
-    assert trt_runner.target_capabilities(None, supported, "8.9", ada, trt.__version__)[0] == ["current"]
+    assert fl.target_capabilities(None, supported, "8.9", ada, trt.__version__)[0] == ["current"]
     with pytest.raises(UsageError, match="NVIDIA H200 .compute capability 9.0. is not supported"):
-        trt_runner.target_capabilities(["current"], supported, None, h200, trt.__version__)
-    assert trt_runner.target_capabilities(["8.6", "12.0"], supported, None, h200,
+        fl.target_capabilities(["current"], supported, None, h200, trt.__version__)
+    assert fl.target_capabilities(["8.6", "12.0"], supported, None, h200,
                                           trt.__version__) == (["8.6", "12.0"], "option")
 
 
@@ -626,7 +709,7 @@ def test_availability_refuses_an_h200_capability_on_a_mocked_gpu(monkeypatch: py
 ])
 def test_graph_plan_follows_the_contract_policy(flavour: str, graph: Any, strategy: str, allowed: bool,
                                                 mode: str) -> None:
-    plan = trt_runner.graph_plan(flavour, graph, strategy, allowed, dynamic=False)
+    plan = plans.graph_plan(flavour, graph, strategy, allowed, dynamic=False)
     assert plan.mode == mode and plan.why
     if not allowed:
         assert plan.why == "the contract's policy.cuda_graphs = false"
@@ -821,8 +904,9 @@ def test_inspector_json_of_nvidias_example_engine() -> None:
     as_fp32 = tr.fallback_entries(model_dtype="float32", network_layers=[], engine_layers=layers,
                                   engine_source="engine_inspector")
     islands = [f for f in as_fp32 if f["kind"] == "precision_island"]
+    # the reformat layer is a reformat_layer entry, not counted again as an island
     assert [(f["layer_type"], f["precision"], f["count"]) for f in islands] == [
-        ("Reformat", "FP16", 1), ("CaskConvolution", "FP16", 1)]
+        ("CaskConvolution", "FP16", 1)]
     # below DETAILED profiling verbosity the inspector lists names only
     names_only = tr.inspector_layers({"Layers": ["conv1 + relu1"], "Bindings": ["x", "y"]})
     assert names_only == [{"name": "conv1 + relu1", "type": None, "precision": None, "output_types": [],
@@ -899,7 +983,7 @@ def test_inspector_report_reads_a_mocked_engine() -> None:
         def get_tensor_dtype(self, name: str) -> Any:
             return trt.DataType.FLOAT if name == "input.1" else trt.DataType.HALF
 
-    rep = trt_runner.inspector_report(trt, Engine())
+    rep = ti.inspector_report(trt, Engine())
     assert rep["source"] == "engine_inspector" and rep["num_layers"] == 2
     assert rep["layer_types"] == {"CaskConvolution": 1, "Reformat": 1}
     assert rep["precisions"] == {"FP16": 2} and rep["plugin_layers"] == []
@@ -983,14 +1067,16 @@ def test_cli_run_on_cpu_fails_tensorrt_rows_with_build_facts_and_keeps_eager_val
         rep = t["runner_report"]
         assert rep["unavailable"] == NEEDS_CUDA and rep["flavour"] == "tensorrt_rtx"
         assert rep["flavour_version"] == trt.__version__
-        assert rep["build"]["options"]["compute_capabilities"] == [trt_runner.DEFAULT_OFFLINE_CAPABILITY]
+        assert rep["build"]["options"]["compute_capabilities"] == [fl.DEFAULT_OFFLINE_CAPABILITY]
         assert rep["build"]["options"]["tf32"] is False
         assert rep["build"]["cache"]["hit"] is False
         assert Path(rep["build"]["cache"]["path"]).parent == cli_cache / "engines"
         assert Path(rep["export_cache"]["path"]).parent == cli_cache / "onnx"
         assert rep["engine_report"]["engine_bytes"] > 0 and rep["engine_report"]["num_layers"] > 0
         assert rep["engine_report"]["source"] == "builder_log"
-        assert rep["engine_validity_here"]["validity"] == "INVALID"
+        # no CUDA driver here: TensorRT cannot judge the engine, so no verdict is recorded
+        assert rep["engine_validity_here"]["validity"] is None and not rep["engine_validity_here"]["checked"]
+        assert rep["tf32"]["matmul"] == rep["tf32"]["conv"] == "ieee" and rep["tf32"]["true_float32"]
         assert rep["execution"]["executed"] is False
         assert rep["cuda_graphs"]["mode"] == "rtx_whole_graph_capture" and rep["cuda_graphs"]["used"] is None
         assert {"export", "parse", "build"} <= set(rep["prepare_s"])
@@ -1001,66 +1087,42 @@ def test_cli_run_on_cpu_fails_tensorrt_rows_with_build_facts_and_keeps_eager_val
 def test_selfcheck_on_a_machine_without_a_gpu_says_it_did_not_execute(tmp_path: Path,
                                                                      cli_cache: Path) -> None:
     out = tmp_path / "sc"
-    proc = subprocess.run([sys.executable, "-m", "benchbox", "selfcheck", "--out-dir", str(out)],
-                          capture_output=True, text=True, timeout=600,
+    proc = subprocess.run([sys.executable, "-m", "benchbox", "selfcheck", "--dtype", "float32", "--out-dir",
+                           str(out)], capture_output=True, text=True, timeout=900,
                           env={**os.environ, "BENCHBOX_CACHE": str(cli_cache)})
     assert proc.returncode == 3, proc.stderr[-2000:]
     verdict = (out / "verdict.txt").read_text()
     assert verdict.strip() in proc.stdout
     lines = verdict.splitlines()
+    assert lines[0] == "benchbox selfcheck: runner tensorrt, task decision/tiny (float32), device cuda"
     assert lines[1] == ("verdict: NOT EXECUTED: nothing ran on a GPU here, so no GPU result is measured "
                         "or claimed")
-    assert f"tensorrt_rtx {trt.__version__}: not executed: no CUDA device is visible to torch" in verdict
-    assert "[passed] build (no GPU needed): engine built for compute capability 8.9" in verdict
-    assert "[not_run] execution checks" in verdict and "PASSED" not in verdict
-    receipts = sorted(out.glob("selfcheck-tensorrt_rtx.*.json"))
-    assert [p.name.split(".")[1] for p in receipts] == ["device_compute", "device_span", "device_throughput",
-                                                        "model_io_wall", "public_task_call_wall"]
-    for p in receipts:
-        r = loaded(p)
+    assert f"tensorrt_rtx {trt.__version__}: 0 of 3 runs executed" in verdict
+    why = "not executed: no CUDA device is visible to torch"
+    # each run says what it was and that it did not execute, and builds what needs no GPU
+    assert ("float32, fixed shapes [device_compute, device_span, device_throughput, model_io_wall, "
+            f"public_task_call_wall]: {why}") in verdict
+    dynamic_run = "float32, dynamic shapes (task option dynamic_tokens=true) [model_io_wall, device_compute]"
+    assert f"{dynamic_run}: {why}" in verdict
+    no_graphs = "float32, contract device_compute_no_graphs (cuda_graphs = false) [device_compute_no_graphs]"
+    assert f"{no_graphs}: {why}" in verdict
+    built = "[passed] build (no GPU needed): engine built for compute capability 8.9"
+    builds = [line for line in lines if built in line]
+    assert len(builds) == 3 and builds[1].endswith("profile tokens [1, 1]..[1, 128], profile token_mask "
+                                                   "[1, 1]..[1, 128]")
+    assert "profile" not in builds[0] + builds[2]
+    assert verdict.count("[not_run] execution checks") == 3 and "PASSED" not in verdict
+    receipts = sorted(p.name for p in out.glob("selfcheck-tensorrt_rtx-*.json"))
+    assert receipts == [
+        "selfcheck-tensorrt_rtx-dynamic-float32.device_compute.json",
+        "selfcheck-tensorrt_rtx-dynamic-float32.model_io_wall.json",
+        *[f"selfcheck-tensorrt_rtx-float32.{c}.json" for c in ("device_compute", "device_span",
+                                                               "device_throughput", "model_io_wall",
+                                                               "public_task_call_wall")],
+        "selfcheck-tensorrt_rtx-nographs-float32.json"]  # one contract: no contract in the name
+    for name in receipts:
+        r = loaded(out / name)
         assert r["results"] and all(row["status"] == "failed" and row["samples_ns"] == []
                                     for row in r["results"])
-
-
-def test_dynamic_shapes_bind_views_of_the_maximum_buffers_on_a_mocked_gpu() -> None:
-    """No GPU here: CPU tensors stand in for the device and pinned buffers and a stand-in
-    plays the execution context; the binding logic is the runner's."""
-    import torch
-
-    class Context:
-        def __init__(self) -> None:
-            self.shapes: dict[str, tuple[int, ...]] = {}
-            self.calls: list[tuple[str, tuple[int, ...]]] = []
-
-        def set_input_shape(self, name: str, shape: tuple[int, ...]) -> bool:
-            self.calls.append((name, tuple(shape)))
-            self.shapes[name] = tuple(shape)
-            return shape[1] <= 64
-
-        def get_tensor_shape(self, name: str) -> tuple[int, ...]:
-            return self.shapes[name] if name in self.shapes else (1, self.shapes["ids"][1], 3)
-
-    r = TensorRTRunner("cpu")
-    ctx = r._context = Context()
-    r._input_order, r.output_names, r._dynamic = ("ids", "mask"), ("logits",), {"ids", "mask"}
-    r._buffers = {"ids": torch.zeros(1, 64, dtype=torch.int64), "mask": torch.zeros(1, 64),
-                  "logits": torch.zeros(1, 64, 3)}
-    r._full_staging = [torch.zeros(1, 64, dtype=torch.int64), torch.zeros(1, 64)]
-    seven = (np.arange(7, dtype=np.int64)[None], np.ones((1, 7), np.float32))
-    r._apply_shapes(seven, force=True)
-    assert [tuple(t.shape) for t in r._inputs] == [(1, 7), (1, 7)]
-    assert [tuple(t.shape) for t in r._staging] == [(1, 7), (1, 7)]
-    assert tuple(r._outputs[0].shape) == (1, 7, 3)
-    # views of the same storage: the addresses bound to the engine stay valid
-    assert [t.data_ptr() for t in r._inputs] == [r._buffers["ids"].data_ptr(), r._buffers["mask"].data_ptr()]
-    assert r._outputs[0].data_ptr() == r._buffers["logits"].data_ptr()
-    r._staging[0].numpy()[...] = seven[0]
-    assert r._full_staging[0][0, :7].tolist() == list(range(7))
-    calls = len(ctx.calls)
-    r._apply_shapes(seven)  # the same shapes: nothing is set again
-    assert len(ctx.calls) == calls
-    r._apply_shapes((np.zeros((1, 3), np.int64), np.ones((1, 3), np.float32)))
-    assert ctx.calls[-2:] == [("ids", (1, 3)), ("mask", (1, 3))]
-    assert tuple(r._outputs[0].shape) == (1, 3, 3)
-    with pytest.raises(RuntimeError, match=r"TensorRT refused shape \[1, 65\] for input ids"):
-        r._apply_shapes((np.zeros((1, 65), np.int64), np.ones((1, 65), np.float32)))
+    dynamic = loaded(out / receipts[0])
+    assert dynamic["task"]["options"] == {"dynamic_tokens": True}

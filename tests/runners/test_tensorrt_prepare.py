@@ -28,7 +28,7 @@ import torch  # noqa: E402
 
 from benchbox.contracts import Policy  # noqa: E402
 from benchbox.harness import PhaseTimer  # noqa: E402
-from benchbox.runners import tensorrt as trt_runner  # noqa: E402
+from benchbox.runners import tensorrt_flavours as fl  # noqa: E402
 from benchbox.runners.onnx_export import example_inputs  # noqa: E402
 from benchbox.runners.tensorrt import TensorRTRunner  # noqa: E402
 from benchbox.tasks import load_task  # noqa: E402
@@ -91,6 +91,9 @@ class StandInRuntimeConfig:
     def __init__(self, world: World) -> None:
         self.world = world
         self.cuda_graph_strategy: Any = None
+        # TensorRT for RTX's own default
+        lazy = trt.DynamicShapesKernelSpecializationStrategy.LAZY
+        self.dynamic_shapes_kernel_specialization_strategy = lazy
 
     def create_runtime_cache(self) -> StandInCache:
         return StandInCache(self.world)
@@ -179,15 +182,15 @@ def task() -> Any:
 def prepared(monkeypatch: pytest.MonkeyPatch, task: Any, world: World, options: dict[str, Any],
              policy: Policy | None = None) -> tuple[TensorRTRunner, Any]:
     """A runner prepared with the stand-ins above on a stand-in RTX 4090 (capability 8.9)."""
-    monkeypatch.setattr(trt_runner, "load_module", lambda flavour: StandInTrt(world))
+    monkeypatch.setattr(fl, "load_module", lambda flavour: StandInTrt(world))
     monkeypatch.setattr(torch.cuda, "device", lambda device: contextlib.nullcontext())
     monkeypatch.setattr(torch.cuda, "stream", lambda stream: contextlib.nullcontext())
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: world.log("sync"))
     monkeypatch.setattr(torch.cuda, "CUDAGraph", lambda: StandInGraph(world))
 
     @contextlib.contextmanager
-    def capture(graph: Any, stream: Any = None) -> Iterator[None]:
-        world.log("graph.capture_begin")
+    def capture(graph: Any, stream: Any = None, capture_error_mode: str = "global") -> Iterator[None]:
+        world.log(f"graph.capture_begin.{capture_error_mode}")
         yield
         world.log("graph.capture_end")
 
@@ -234,6 +237,20 @@ def test_phases_in_order_with_the_warmup_inferences_inside_jit_warmup_on_a_mocke
     assert set(world.seen("execute.profiled")) == {"layer_profile"}
     assert r.facts["layer_profile"]["runs"] == 2 and "error" not in r.facts["layer_profile"]
     assert r.facts["execution"] == {"executed": True}
+    # RTX's dynamic-shape kernel specialization is set to eager for timed runs, as read back
+    runtime = r.facts["runtime"]
+    assert runtime["dynamic_shapes_kernel_specialization_strategy"] == "EAGER"
+    assert runtime["shape_specialization_why"].startswith("option shape_specialization=eager")
+    # the runtime's messages have a logger of their own: the builder's log is the build's alone
+    assert r.facts["runtime_log"] == [] and r.facts["builder_log"] is not r.facts["runtime_log"]
+
+
+def test_lazy_specialization_is_an_option_recorded_with_why_on_a_mocked_gpu(
+        monkeypatch: pytest.MonkeyPatch, task: Any, cache_root: Path) -> None:
+    r, _ = prepared(monkeypatch, task, World(), {"cache_dir": str(cache_root), "layer_profile": False,
+                                                 "shape_specialization": "lazy"})
+    assert r.facts["runtime"]["dynamic_shapes_kernel_specialization_strategy"] == "LAZY"
+    assert "a timed call may run either" in r.facts["runtime"]["shape_specialization_why"]
 
 
 def test_runtime_cache_is_saved_then_loaded_and_honours_the_cache_options_on_a_mocked_gpu(
@@ -274,7 +291,9 @@ def test_cache_false_writes_no_runtime_cache_on_a_mocked_gpu(monkeypatch: pytest
 
 @pytest.mark.parametrize(("options", "policy", "capturable", "used", "strategy"), [
     ({}, Policy(), True, "rtx_whole_graph_capture", "WHOLE_GRAPH_CAPTURE"),
-    ({}, Policy(), False, "off", "WHOLE_GRAPH_CAPTURE"),
+    # RTX's own capture is recorded as requested: a stream-capturability query (a question about
+    # benchbox's capture, on a context built without REQUIRE_USER_ALLOCATION) does not decide it
+    ({}, Policy(), False, "rtx_whole_graph_capture", "WHOLE_GRAPH_CAPTURE"),
     ({"cuda_graph": True}, Policy(), True, "stream_capture", "DISABLED"),
     ({"cuda_graph": True}, Policy(), False, "off", "DISABLED"),
     ({"cuda_graph_strategy": "disabled"}, Policy(), True, "off", "DISABLED"),
@@ -289,15 +308,24 @@ def test_graph_plan_dispatch_on_a_mocked_gpu(monkeypatch: pytest.MonkeyPatch, ta
     g = r.facts["cuda_graphs"]
     assert g["used"] == used
     assert r.facts["runtime"]["cuda_graph_strategy"] == strategy
-    captured = world.seen("graph.capture_begin")
+    captured = world.seen("graph.capture_begin.thread_local")
     if used == "stream_capture":
-        # benchbox's own capture, in its phase, after one plain call; compute then replays the graph
+        # benchbox's own capture, in its phase, after one plain call, in thread-local capture mode
+        # (as trtexec captures); compute then replays the graph
         assert captured == ["graph_capture"] and r._graph is not None
+        assert world.seen("graph.capture_begin.global") == []
+        assert g["capture_mode"] == "thread_local"
         assert r.facts["build"]["options"]["require_user_allocation"] is True
         r.compute(None)
         assert world.events[-1] == ("graph.replay", None)
     else:
         assert captured == [] and r._graph is None
+    # observed where benchbox ran it itself (its capture, or no graph); RTX's own capture as requested
+    assert g["used_observed"] is (used != "rtx_whole_graph_capture") and g["used_how"]
+    if used == "rtx_whole_graph_capture":
+        assert g["used_how"].startswith("as requested: the runtime config reads back "
+                                        "cuda_graph_strategy=WHOLE_GRAPH_CAPTURE")
+        assert "stream_capturable" not in g
     # benchbox's capture is tried (in its phase) exactly when the plan is a stream capture
     assert ("graph_capture" in phases.seconds) == (g["mode"] == "stream_capture")
     skips = [f for f in r.report()["fallbacks"] if f["kind"] == "cudagraph_skip"]

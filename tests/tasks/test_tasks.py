@@ -143,6 +143,29 @@ def test_all_cases_have_one_fixed_shape_per_size() -> None:
         assert len(shapes) == 1
 
 
+def test_dynamic_tokens_leave_the_tokens_unpadded_with_the_padded_answers() -> None:
+    """The task option that gives runners a dynamic-shape input (benchbox selfcheck uses it)."""
+    fixed, dynamic = DecisionTask(), DecisionTask(options={"dynamic_tokens": True})
+    shapes = dynamic.input_shapes()
+    assert shapes["tokens"].min == (1, 1) and shapes["tokens"].max == (1, fixed.spec.max_tokens)
+    assert shapes["token_mask"] == shapes["tokens"] and shapes["tokens"].dynamic_axes == (1,)
+    assert all(shapes[n].dynamic_axes == () for n in dynamic.input_names[2:])
+    assert dynamic.info()["dynamic_tokens"] is True and "dynamic_tokens" not in fixed.info()
+    widths = set()
+    m_fixed, m_dynamic = fixed.build_model(), dynamic.build_model()
+    for case in fixed.cases():
+        a = fixed.preprocess(fixed.parse(case.request))
+        b = dynamic.preprocess(dynamic.parse(case.request))
+        widths.add(b[0].shape[1])
+        assert b[0].shape == b[1].shape and bool(b[1].all()) and int(a[1].sum()) == b[1].shape[1]
+        assert all(shapes[n].admits(x.shape) for n, x in zip(dynamic.input_names, b))
+        with torch.inference_mode():
+            la = m_fixed(*[torch.from_numpy(x) for x in a])[0].numpy()
+            lb = m_dynamic(*[torch.from_numpy(x) for x in b])[0].numpy()
+        np.testing.assert_allclose(lb, la, atol=1e-5)  # the padding was masked out anyway
+    assert len(widths) >= 3  # the cases take several shapes
+
+
 def test_preprocess_media_and_text() -> None:
     task = DecisionTask(size="tiny")
     s = task.spec

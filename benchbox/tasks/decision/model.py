@@ -2,7 +2,8 @@
 
 Every input has a fixed shape per size (tokens and patches are padded to a maximum
 and carry masks), so a compiler sees one shape, CUDA graphs can be replayed and a
-TensorRT engine needs one profile. Attention is written out explicitly (no fused
+TensorRT engine needs one profile; the task's ``dynamic_tokens`` option leaves the
+tokens unpadded (a dynamic-shape input). Attention is written out explicitly (no fused
 kernels) so the model exports to ONNX.
 """
 
@@ -87,6 +88,8 @@ class DecisionModel(nn.Module):
         prec = prec or Precision()
         self.spec = spec
         self.logits_fp32 = prec.logits_fp32
+        #: tokens of any length up to max_tokens (the task's dynamic_tokens option), else exactly max_tokens
+        self.dynamic_tokens = False
         self.embed = nn.Embedding(spec.vocab, spec.dim)
         self.text_pos = nn.Parameter(torch.zeros(spec.max_tokens, spec.dim))
         self.patch_embed = nn.Linear(spec.patch_dim, spec.dim)
@@ -103,7 +106,8 @@ class DecisionModel(nn.Module):
                 frame: torch.Tensor, choice_tokens: torch.Tensor,
                 choice_mask: torch.Tensor) -> tuple[torch.Tensor]:
         dtype = self.embed.weight.dtype
-        text = self.embed(tokens) + self.text_pos
+        pos = self.text_pos[: tokens.shape[1]] if self.dynamic_tokens else self.text_pos
+        text = self.embed(tokens) + pos
         # interpolated position embedding: weighted sum of four native-grid rows, in float32
         pos = (nn.functional.embedding(pos_index, self.grid_pos).float() * pos_weight[..., None]).sum(2)
         vis = (self.patch_embed(patches.to(dtype)) + pos.to(dtype)

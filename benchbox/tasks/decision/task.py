@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from benchbox.errors import UsageError, first_line
-from benchbox.tasks.base import Case, Task
+from benchbox.tasks.base import Case, InputShape, Task
 from benchbox.tasks.decision import media
 from benchbox.tasks.decision.spec import CASE_NAMES, SIZES
 
@@ -41,6 +41,9 @@ OPTIONS: dict[str, tuple[type, Any, str]] = {
     "layernorm_fp32": (bool, True, "layer norms evaluated in float32, then rounded to the dtype"),
     "logits_fp32": (bool, True, "the schema head (joint document/choice score) in float32"),
     "pos_interp_round": (bool, True, "patch-position source coordinates snap to multiples of 1/256"),
+    "dynamic_tokens": (bool, False, "tokens and token_mask unpadded: their length follows the request "
+                                    "(1..max_tokens), a dynamic-shape input for runners that build for "
+                                    "shapes"),
     "fault": (str, "none", "deliberate fault, to prove the gates: none, flip_answer, unrepeatable"),
     "slowdown_us": (int, 0, "deliberate slowdown, to prove a diff: serialize sleeps this many "
                             "microseconds more per call (recorded in the receipt's task options)"),
@@ -205,9 +208,10 @@ class DecisionTask(Task):
         s = self.spec
         ids = [CLS] + tokenize(request.question, s.vocab) + [SEP] + tokenize(request.text, s.vocab)
         ids = ids[: s.max_tokens]
-        tokens = np.zeros((1, s.max_tokens), np.int64)
+        width = len(ids) if self.settings["dynamic_tokens"] else s.max_tokens
+        tokens = np.zeros((1, width), np.int64)
         tokens[0, : len(ids)] = ids
-        mask = np.zeros((1, s.max_tokens), np.float32)
+        mask = np.zeros((1, width), np.float32)
         mask[0, : len(ids)] = 1.0
         patches = np.zeros((1, s.max_patches, s.patch_dim), np.float32)
         patch_mask = np.zeros((1, s.max_patches), np.float32)
@@ -295,6 +299,7 @@ class DecisionTask(Task):
         from benchbox.tasks.decision.model import build
 
         model = build(self.spec, self.seed, getattr(torch, self.dtype), self.precision(), device)
+        model.dynamic_tokens = bool(self.settings["dynamic_tokens"])
         if self.settings["weights"] and device != "meta":
             from benchbox.tasks.decision.weights import load_safetensors
 
@@ -306,6 +311,16 @@ class DecisionTask(Task):
             except (OSError, ValueError, RuntimeError) as e:
                 raise UsageError(f"task option weights={path}: {first_line(e)}") from None
         return model
+
+    def input_shapes(self) -> dict[str, InputShape]:
+        """Fixed shapes; with ``dynamic_tokens`` the token inputs take 1..max_tokens tokens (tuned
+        for the first case's length)."""
+        shapes = super().input_shapes()
+        if self.settings["dynamic_tokens"]:
+            opt = shapes["tokens"].opt
+            for name in ("tokens", "token_mask"):
+                shapes[name] = InputShape((1, 1), opt, (1, self.spec.max_tokens))
+        return shapes
 
     def size_detail(self) -> str:
         s = self.spec
@@ -359,4 +374,6 @@ class DecisionTask(Task):
             d["fault"] = self.settings["fault"]
         if self.settings["slowdown_us"]:
             d["slowdown_us"] = self.settings["slowdown_us"]
+        if self.settings["dynamic_tokens"]:
+            d["dynamic_tokens"] = True
         return d
