@@ -402,6 +402,11 @@ def _compiled_identity(compile_facts: Any) -> str | None:
     return None
 
 
+def _fresh_pin(compile_facts: Any) -> bool:
+    pin = compile_facts.get("pin") if isinstance(compile_facts, dict) else None
+    return isinstance(pin, dict) and pin.get("status") == "fresh"
+
+
 def _selection(compile_facts: Any) -> dict[str, Any] | None:
     sel = compile_facts.get("selection") if isinstance(compile_facts, dict) else None
     return sel if isinstance(sel, dict) and isinstance(sel.get("draws"), int) and sel["draws"] > 1 else None
@@ -418,7 +423,8 @@ def draw_causes(base: Any, head: Any) -> list[str]:
     compiles (``draws``). None when both ran the same artifact or the same pinned compile (then the
     rows compare as any two runs of the same kernels), or when neither side says anything of it."""
     ib, ih = _compiled_identity(base), _compiled_identity(head)
-    if ib is not None and ib == ih:
+    # one pinned compile on both sides, unless each side pinned its own (two stores, one path)
+    if ib is not None and ib == ih and not (ib.startswith("pin ") and _fresh_pin(base) and _fresh_pin(head)):
         return []
     out = []
     ab = ib[len("artifact "):] if ib and ib.startswith("artifact ") else None

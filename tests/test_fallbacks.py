@@ -121,6 +121,9 @@ def test_draw_causes_same_artifact_or_same_pinned_compile_says_nothing() -> None
     assert draw_causes(_compile(a, 3), _compile(a, 3, spread=1.5)) == []
     pin = {"enabled": True, "status": "fresh", "key": "k", "dir": "/c/k", "picks_generation": 4}
     assert draw_causes(_compile(None, 3, pin=pin), _compile(None, 3, pin={**pin, "status": "reused"})) == []
+    # two stores at one path, each pinning its own generation 4: two compiles, not one
+    assert draw_causes(_compile(None, 3, pin=pin), _compile(None, 3, pin=pin)) == [
+        "both sides the fastest of 3 fresh compiles (draws spread ×1.200 base, ×1.200 head)"]
     # nothing on either side: the rows compare as they always did
     assert draw_causes(_compile(), _compile()) == [] and draw_causes(None, None) == []
 

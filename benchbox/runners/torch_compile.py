@@ -596,8 +596,8 @@ class TorchCompileRunner(TorchRunner):
         facts["picks_generation"] = pinned.get("generation")
         facts["picks_from"] = (f"{pinned.get('compile') or 'compile_cold'} of the run that pinned this key "
                                f"(generation {pinned.get('generation')})")
-        if pinned.get("selection"):
-            facts["selection"] = pinned["selection"]
+        if pinned.get("selection"):  # kept with the compile: it travels on into a saved artifact
+            facts["selection"] = self._selection = pinned["selection"]
         if facts["status"] == "partly_reused":
             facts["note"] = "; ".join([
                 f"inductor compiled {misses + bypass} of {hits + misses + bypass} graph(s) anew under "

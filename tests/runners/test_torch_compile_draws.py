@@ -81,6 +81,8 @@ def stand_in(clock: VirtualClock, wrong: frozenset[int] = frozenset()) -> type[T
             site = {"op": "bmm", "input_shapes": [["4", "16", "8"], ["4", "8", "32"]],
                     "chosen": f"kernel_{'xyz'[draw - 1]}", "chosen_kind": "aten", "chosen_key": str(draw),
                     "chosen_ms": 0.01, "alternatives": [], "n_choices": 3}
+            if capture:  # what save_cache_artifacts would return for it
+                self._captured = (f"stand-in caches of draw {draw}".encode(), {"inductor": 1})
             counter = "fxgraph_cache_hit" if hit else "fxgraph_cache_miss"
             record = cr.PhaseRecord(autotune=[] if hit else [site], counters={"inductor": {counter: 1}})
             self.records[phase] = record
@@ -225,3 +227,18 @@ def test_draws_at_one_leave_the_key_and_the_reported_options_as_they_were() -> N
     assert drawn["compile"]["draws"] == 3 and key_of(drawn) != key_of(parts)
     reported = TorchCompileRunner(options={"mode": "default"}).report()["options"]
     assert not {"draws", "draw_samples", "draw_rounds", "artifact", "artifact_out"} & set(reported)
+
+
+def test_an_artifact_saved_from_the_reused_pin_keeps_how_it_was_chosen(drawn: tuple, tmp_path: Path) -> None:
+    from benchbox.runners.compile_artifact import read_artifact
+
+    first, _, runner = drawn
+    cache = Path(_report(first)["compile"]["pin"]["dir"]).parent
+    out = str(tmp_path / "a.artifact")
+    receipt = _run(tmp_path, "r", VirtualClock(), runner, cache_dir=str(cache), artifact_out=out)
+    rep = _report(receipt)
+    art = read_artifact(str(tmp_path / "a.artifact"))
+    assert rep["compile"]["pin"]["status"] == "reused" and art.payload == b"stand-in caches of draw 2"
+    assert art.meta["selection"]["draws"] == 3 and art.meta["selection"]["fastest"] == 2
+    assert art.meta["picks_phase"] == "compile_draw_2" and art.meta["picks"][0]["chosen"] == "kernel_y"
+    assert rep["compile"]["artifact"]["sha256"] == art.sha256 and runner.fresh_compiles == [1, 2, 3]
