@@ -28,6 +28,8 @@ import hashlib
 import json
 import os
 import zipfile
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,6 +61,33 @@ class Artifact:
 
 def _refuse(path: str, why: str) -> UsageError:
     return UsageError(f"torch-compile: artifact {path}: {why}")
+
+
+@contextmanager
+def capture_cache_artifacts(on: bool) -> Iterator[list[Any]]:
+    """With ``on``: the portable cache artifacts (``torch.compiler.save_cache_artifacts``) that the
+    compiler records inside the block alone, as ``[payload or None, {cache: entries}]`` after it.
+
+    The compiler records an entry when it writes one to its caches and when it reads one back, so
+    a compile served from the caches is captured as well as a fresh one. The process's own record
+    is set aside for the block and restored after.
+    """
+    box: list[Any] = [None, {}]
+    if not on:
+        yield box
+        return
+    import torch
+    from torch.compiler._cache import CacheArtifactManager
+
+    fresh = getattr(CacheArtifactManager, "with_fresh_cache", None)
+    if fresh is None:  # an older torch: start the process's record afresh instead
+        CacheArtifactManager.clear()
+    with fresh() if fresh is not None else ExitStack():
+        yield box
+        got = torch.compiler.save_cache_artifacts()
+        if got is not None:
+            payload, info = got
+            box[:] = [payload, {k: len(v) for k, v in info.artifacts.items()}]
 
 
 def read_artifact(path: str) -> Artifact:

@@ -349,7 +349,7 @@ class TorchCompileRunner(TorchRunner):
         """One compile (the first call) on the caches in ``cache_dir``; with ``capture``, the
         portable cache artifacts it records are kept for ``artifact_out``."""
         torch._dynamo.reset()  # forget compiled code; the disk caches in cache_dir decide
-        with self._compile_scope(cache_dir) as observer, capture_cache_artifacts(capture) as box:
+        with self._compile_scope(cache_dir) as observer, cart.capture_cache_artifacts(capture) as box:
             with phases(phase):
                 # compilation happens on the first call; outside any contract
                 self.d2h(self.compute(self.h2d(example)))
@@ -700,32 +700,6 @@ class TorchCompileRunner(TorchRunner):
             rep["compile"] = {**rep["compile"], "artifact": {**rep["compile"].get("artifact", {}),
                                                                "options": given}}
         return rep
-
-
-@contextmanager
-def capture_cache_artifacts(on: bool) -> Iterator[list[Any]]:
-    """With ``on``: the portable cache artifacts (``torch.compiler.save_cache_artifacts``) that the
-    compiler records inside the block alone, as ``[payload or None, {cache: entries}]`` after it.
-
-    The compiler records an entry when it writes one to its caches and when it reads one back, so
-    a compile served from the caches is captured as well as a fresh one. The process's own record
-    is set aside for the block and restored after.
-    """
-    box: list[Any] = [None, {}]
-    if not on:
-        yield box
-        return
-    from torch.compiler._cache import CacheArtifactManager
-
-    fresh = getattr(CacheArtifactManager, "with_fresh_cache", None)
-    if fresh is None:  # an older torch: start the process's record afresh instead
-        CacheArtifactManager.clear()
-    with fresh() if fresh is not None else ExitStack():
-        yield box
-        got = torch.compiler.save_cache_artifacts()
-        if got is not None:
-            payload, info = got
-            box[:] = [payload, {k: len(v) for k, v in info.artifacts.items()}]
 
 
 def stability_facts(fresh: dict[str, tuple[cr.PhaseRecord, dict[str, Any]]],
