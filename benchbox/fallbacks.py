@@ -10,7 +10,10 @@ so comparisons must look only at the declarations:
 - ``compare_picks(a, b)``: two compiles' autotune picks, call site by call site, with the
   device-time difference the changed picks make by the autotuner's own timings;
 - ``probable_causes(base, head)``: compact lines naming what changed between two fallback
-  lists ("bmm → triton_mm at 3 sites", "new graph break: ...").
+  lists ("bmm → triton_mm at 3 sites", "new graph break: ...");
+- ``draw_causes(base, head)``: how each side's compiled kernels were chosen, from the runner
+  reports' ``compile`` facts ("compiled artifact 1a2b… → 3c4d…", "both sides the fastest of 3
+  fresh compiles (draws spread ×1.210 base, ×1.050 head)").
 
 Used by the diff engine, which never imports torch, and by the torch-compile runner.
 """
@@ -381,3 +384,62 @@ def probable_causes(base: list[dict[str, Any]], head: list[dict[str, Any]], limi
         lines += _delta_lines(word, _counted(of(base, kind), _label, "count"),
                               _counted(of(head, kind), _label, "count"))
     return _bounded(lines, limit)
+
+
+# -- how each side's compiled kernels were chosen (draws, artifacts) ---------------------------
+
+def _compiled_identity(compile_facts: Any) -> str | None:
+    """What names the compiled kernels a row ran, when anything does: the artifact's sha256 (loaded
+    or saved), else the pinned compile (key, directory, generation); None for a compile of its own."""
+    if not isinstance(compile_facts, dict):
+        return None
+    art = compile_facts.get("artifact")
+    if isinstance(art, dict) and isinstance(art.get("sha256"), str):
+        return f"artifact {art['sha256']}"
+    pin = compile_facts.get("pin")
+    if isinstance(pin, dict) and pin.get("enabled") and pin.get("status") in ("fresh", "reused"):
+        return f"pin {pin.get('key')} {pin.get('dir')} {pin.get('picks_generation')}"
+    return None
+
+
+def _fresh_pin(compile_facts: Any) -> bool:
+    pin = compile_facts.get("pin") if isinstance(compile_facts, dict) else None
+    return isinstance(pin, dict) and pin.get("status") == "fresh"
+
+
+def _selection(compile_facts: Any) -> dict[str, Any] | None:
+    sel = compile_facts.get("selection") if isinstance(compile_facts, dict) else None
+    return sel if isinstance(sel, dict) and isinstance(sel.get("draws"), int) and sel["draws"] > 1 else None
+
+
+def _spread_text(sel: dict[str, Any]) -> str:
+    s = sel.get("spread")
+    return f"×{s:.3f}" if isinstance(s, (int, float)) else "×?"
+
+
+def draw_causes(base: Any, head: Any) -> list[str]:
+    """Lines on how each side's compiled kernels were chosen, from the two rows' ``compile`` facts
+    (the torch-compile runner report's): which artifact, and whether each is the fastest of N fresh
+    compiles (``draws``). None when both ran the same artifact or the same pinned compile (then the
+    rows compare as any two runs of the same kernels), or when neither side says anything of it."""
+    ib, ih = _compiled_identity(base), _compiled_identity(head)
+    # one pinned compile on both sides, unless each side pinned its own (two stores, one path)
+    if ib is not None and ib == ih and not (ib.startswith("pin ") and _fresh_pin(base) and _fresh_pin(head)):
+        return []
+    out = []
+    ab = ib[len("artifact "):] if ib and ib.startswith("artifact ") else None
+    ah = ih[len("artifact "):] if ih and ih.startswith("artifact ") else None
+    if ab and ah:
+        out.append(f"compiled artifact {ab[:12]} → {ah[:12]}")
+    elif ab or ah:
+        out.append(f"compiled artifact {(ab or ah or '')[:12]} on the {'base' if ab else 'head'} side only")
+    sb, sh = _selection(base), _selection(head)
+    if sb and sh:
+        n = sb["draws"] if sb["draws"] == sh["draws"] else f"{sb['draws']} | {sh['draws']}"
+        out.append(f"both sides the fastest of {n} fresh compiles "
+                   f"(draws spread {_spread_text(sb)} base, {_spread_text(sh)} head)")
+    elif sb or sh:
+        one = sb or sh or {}
+        out.append(f"only the {'base' if sb else 'head'} side is the fastest of {one['draws']} fresh "
+                   f"compiles (draws spread {_spread_text(one)})")
+    return out

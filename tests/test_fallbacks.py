@@ -100,3 +100,45 @@ def test_probable_causes_cover_other_runners_kinds_and_stay_bounded() -> None:
     many = [{"kind": "graph_break", "reason": f"reason {i}", "count": 1} for i in range(30)]
     assert probable_causes([], many) == [f"new graph break: reason {i}" for i in range(5)] + ["and 25 more"]
     assert probable_causes(many, many) == [] and probable_causes([], []) == []
+
+
+# -- draw_causes: how each side's compiled kernels were chosen ---------------------------------
+
+def _compile(sha: str | None = None, draws: int | None = None, spread: float = 1.2,
+             pin: dict | None = None) -> dict:
+    out: dict = {"pin": pin or {"enabled": False, "status": "off"}}
+    if sha:
+        out["artifact"] = {"sha256": sha, "used": "loaded"}
+    if draws:
+        out["selection"] = {"draws": draws, "spread": spread}
+    return out
+
+
+def test_draw_causes_same_artifact_or_same_pinned_compile_says_nothing() -> None:
+    from benchbox.fallbacks import draw_causes
+
+    a = "a" * 64
+    assert draw_causes(_compile(a, 3), _compile(a, 3, spread=1.5)) == []
+    pin = {"enabled": True, "status": "fresh", "key": "k", "dir": "/c/k", "picks_generation": 4}
+    assert draw_causes(_compile(None, 3, pin=pin), _compile(None, 3, pin={**pin, "status": "reused"})) == []
+    # two stores at one path, each pinning its own generation 4: two compiles, not one
+    assert draw_causes(_compile(None, 3, pin=pin), _compile(None, 3, pin=pin)) == [
+        "both sides the fastest of 3 fresh compiles (draws spread ×1.200 base, ×1.200 head)"]
+    # nothing on either side: the rows compare as they always did
+    assert draw_causes(_compile(), _compile()) == [] and draw_causes(None, None) == []
+
+
+def test_draw_causes_name_different_artifacts_and_draws_on_both_sides() -> None:
+    from benchbox.fallbacks import draw_causes
+
+    a, b = "a" * 64, "b" * 64
+    assert draw_causes(_compile(a, 3, 1.25), _compile(b, 3, 1.05)) == [
+        "compiled artifact aaaaaaaaaaaa → bbbbbbbbbbbb",
+        "both sides the fastest of 3 fresh compiles (draws spread ×1.250 base, ×1.050 head)"]
+    assert draw_causes(_compile(None, 3), _compile(b)) == [
+        "compiled artifact bbbbbbbbbbbb on the head side only",
+        "only the base side is the fastest of 3 fresh compiles (draws spread ×1.200)"]
+    other_pin = {"enabled": True, "status": "reused", "key": "k", "dir": "/c/k", "picks_generation": 5}
+    pin = {**other_pin, "status": "fresh", "picks_generation": 4}
+    assert draw_causes(_compile(None, 2, pin=pin), _compile(None, 4, pin=other_pin)) == [
+        "both sides the fastest of 2 | 4 fresh compiles (draws spread ×1.200 base, ×1.200 head)"]

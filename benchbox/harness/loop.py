@@ -70,11 +70,16 @@ class StopSampling(BaseException):  # noqa: N818 - a control-flow signal, like K
 
 
 class PhaseTimer:
-    """Times a runner's preparation phases with the harness's clock."""
+    """Times a runner's preparation phases with the harness's clock.
 
-    def __init__(self, clock: HostClock = host_clock) -> None:
+    ``trials``, when the run gives one (:class:`benchbox.harness.trials.Trials`), lets the
+    runner have the harness measure its current build while it prepares.
+    """
+
+    def __init__(self, clock: HostClock = host_clock, trials: Any = None) -> None:
         self.clock = clock
         self.seconds: dict[str, float] = {}
+        self.trials = trials
 
     @contextmanager
     def __call__(self, name: str) -> Iterator[None]:

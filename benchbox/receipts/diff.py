@@ -32,7 +32,7 @@ import numpy as np
 
 from benchbox import stats
 from benchbox.errors import FieldError, UsageError
-from benchbox.fallbacks import identity, probable_causes
+from benchbox.fallbacks import draw_causes, identity, probable_causes
 from benchbox.receipts.conditions import (
     CONDITION_KINDS,
     MEASURED_PROCESSES,
@@ -279,9 +279,10 @@ def compiler_causes(b: ResultRow, h: ResultRow, limit: int = CAUSE_LINES) -> tup
     """What the compiler decided differently, by identity (measured values ignored), compact."""
     fb = [x.to_json() for x in b.fallbacks]
     fh = [x.to_json() for x in h.fallbacks]
+    drawn = tuple(draw_causes(b.runner_report.extra.get("compile"), h.runner_report.extra.get("compile")))
     if sorted(map(identity, fb)) == sorted(map(identity, fh)):
-        return ()
-    return tuple(probable_causes(fb, fh, limit)) or ("compiler choices differ",)
+        return drawn
+    return drawn + (tuple(probable_causes(fb, fh, limit - len(drawn))) or ("compiler choices differ",))
 
 
 def declared_options(row: ResultRow) -> dict[str, Any]:

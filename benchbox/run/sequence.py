@@ -377,7 +377,7 @@ class _Run:
             for case in self.cases:
                 self._record([build.failed_row(name, case, reason, report)] * len(self.contracts))
             return None
-        phases = PhaseTimer(self.clock)
+        phases = PhaseTimer(self.clock, trials=self._trials())
         runner: Runner | None = None
         try:
             runner = self.runner_factory.make(name, self.cfg.device, opts)
@@ -401,6 +401,14 @@ class _Run:
                              * len(self.contracts))
             return None
         return runner, phases
+
+    def _trials(self) -> Any:
+        """The harness's trial measurement for a runner choosing between builds while it prepares:
+        the first contract, the first case whose reference call succeeded (checked against it)."""
+        from benchbox.harness.trials import Trials
+
+        case = next((c for c in self.cases if c.name in self.references), self.cases[0])
+        return Trials(self.harnesses[0], self.task, case.name, case.request, self.references.get(case.name))
 
     def contained_case(self, runner: Runner, case: Case, phases: PhaseTimer) -> list[ResultRow]:
         """One (runner, case); sys.exit or a BaseException from task or runner code fails its rows."""
@@ -565,7 +573,7 @@ class _Run:
 
     def _unavailable_facts(self, name: str, opts: dict[str, Any]) -> dict[str, Any]:
         """What a runner that cannot run here can still tell (build facts); never samples."""
-        phases = PhaseTimer(self.clock)
+        phases = PhaseTimer(self.clock, trials=self._trials())
         runner: Runner | None = None
         try:
             runner = self.runner_factory.make(name, self.cfg.device, opts)

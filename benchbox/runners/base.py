@@ -21,6 +21,33 @@ class Phases(Protocol):
     def __call__(self, name: str) -> AbstractContextManager[None]: ...
 
 
+class TrialResult(Protocol):
+    """A trial's outcome (:class:`benchbox.harness.trials.Trial`)."""
+
+    samples_ns: tuple[int, ...]
+    clock_used: str
+    passed: bool | None
+    failed_gates: tuple[str, ...]
+
+
+class Trials(Protocol):
+    """The harness's trial measurement, handed to ``prepare`` as ``phases.trials`` by a run.
+
+    ``trials(runner, samples, warmup)`` checks the runner's current build against the
+    reference and has the harness time it; a runner choosing between builds of its own
+    compares them by these samples, never by a clock of its own.
+    """
+
+    def __call__(self, runner: Any, samples: int, warmup: int) -> TrialResult: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+def trials_of(phases: Phases) -> Trials | None:
+    """The trial measurement the run handed over with ``phases`` (None when the caller gave none)."""
+    return getattr(phases, "trials", None)
+
+
 class RunnerUnavailable(Exception):
     """The runner cannot run here; the message says precisely why."""
 

@@ -220,11 +220,15 @@ class PinStore:
 
 
 def add_fresh(doc: dict[str, Any], compile_name: str, sites: list[dict[str, Any]],
-              kernel_configs: dict[str, Any], pinned: bool) -> dict[str, Any]:
-    """Append one fresh compile's picks to the record; returns the new entry."""
+              kernel_configs: dict[str, Any], pinned: bool,
+              selection: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Append one fresh compile's picks to the record; returns the new entry. ``selection``: how
+    the compile was chosen among several fresh ones (``draws``), kept with it."""
     doc["generations"] = int(doc.get("generations", 0)) + 1
     entry = {"generation": doc["generations"], "compile": compile_name, "pinned": pinned,
              "sites": sites, "kernel_configs": kernel_configs}
+    if selection:
+        entry["selection"] = selection
     doc["history"] = [*doc.get("history", []), entry][-HISTORY:]
     if pinned:
         doc["pinned"] = entry
