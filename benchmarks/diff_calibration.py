@@ -110,7 +110,8 @@ def cell(rng: np.random.Generator, k: int, sigma: float, reps: int, n: int, old:
                            "detectable_median": float(np.median(detect)) if detect else None,
                            "needed_median": int(np.median(needed)) if needed else None}
     if old and k >= 2:
-        out["old_rule"] = {"false_alarm": old_hits["false_alarm"] / reps, "coverage": old_hits["covered"] / reps}
+        out["old_rule"] = {"false_alarm": old_hits["false_alarm"] / reps,
+                           "coverage": old_hits["covered"] / reps}
     return out
 
 
@@ -177,7 +178,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             cells.append(cell(rng, k, sigma, args.reps, args.samples, args.old))
             print(json.dumps(cells[-1]), file=sys.stderr, flush=True)
     family = {"twenty_rows_both": {str(k): many_rows(rng, k, args.family_reps) for k in (1, 3, 5)},
-              "p99_doubling_six_rows": {str(k): p99_doubling(rng, k, args.family_reps) for k in (1, 2, 3, 4, 5)}}
+              "p99_doubling_six_rows": {str(k): p99_doubling(rng, k, args.family_reps)
+                                        for k in (1, 2, 3, 4, 5)}}
     out = {"command": "python -m benchmarks.diff_calibration " + " ".join(argv or sys.argv[1:]),
            "within_process": {"body_sigma": BODY, "tail_share": TAIL_SHARE, "tail_factor": TAIL},
            "cells": cells, "family": family, "seconds": round(time.time() - t0, 1)}

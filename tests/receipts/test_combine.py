@@ -16,7 +16,6 @@ from benchbox.receipts import load_receipt
 from benchbox.receipts.combine import combine
 from benchbox.receipts.model import ContractRecord
 from benchbox.run import RunConfig, run
-from tests.support import one_line_exit_2
 
 
 @pytest.fixture(scope="module")

@@ -43,7 +43,8 @@ def _six_rows(rng: np.random.Generator, doubled: str | None, k: int = 3) -> dict
         procs = _rounds(rng, k, 400 * k)
         if f"c{i}" == doubled:  # p99 doubles, the body (and the median) stays: 5% of calls slow,
             procs = [np.where(rng.random(400) < 0.05,  # so that p99 lies in the slow mode beyond doubt
-                              2.0 * np.quantile(x, 0.99) * np.exp(rng.normal(0, 0.02, 400)), x) for x in procs]
+                              2.0 * np.quantile(x, 0.99) * np.exp(rng.normal(0, 0.02, 400)), x)
+                     for x in procs]
         rows[("torch-eager", f"c{i}")] = procs
     return rows
 
@@ -121,7 +122,8 @@ def _process(busy: float, clock: float | None = None, reasons: tuple[str, ...] =
              control: float | None = None) -> dict:
     out: dict = {"load": {"busy_fraction": busy}}
     if clock is not None:
-        out["gpu"] = {"readings": 5, "idle_readings": 0, "sm_clock_mhz": clock, "throttle_reasons": list(reasons)}
+        out["gpu"] = {"readings": 5, "idle_readings": 0, "sm_clock_mhz": clock,
+                      "throttle_reasons": list(reasons)}
     if control is not None:
         out["control"] = {"name": "json-sort-v1", "n": 200, "p50_ns": control, "se_log": 0.003}
     return out
@@ -131,8 +133,10 @@ def test_load_gpu_while_working_power_limit_and_versions_are_conditions() -> Non
     rng = np.random.default_rng(5)
     key = ("torch-eager", "invoice")
     rows = {key: _rounds(rng, 2, 800)}
-    idle_env = {"gpu": {"name": "NVIDIA H200", "driver": "570.1", "power_limit_w": "700.00"}, "torch": "2.9.0"}
-    busy_env = {"gpu": {"name": "NVIDIA H200", "driver": "575.2", "power_limit_w": "500.00"}, "torch": "2.10.0"}
+    idle_env = {"gpu": {"name": "NVIDIA H200", "driver": "570.1", "power_limit_w": "700.00"},
+                "torch": "2.9.0"}
+    busy_env = {"gpu": {"name": "NVIDIA H200", "driver": "575.2", "power_limit_w": "500.00"},
+                "torch": "2.10.0"}
     base = synthetic_receipt(rows, repeats=2, environment=idle_env,
                              processes=[_process(0.05, 1980), _process(0.02, 1975)])
     head = synthetic_receipt(rows, repeats=2, environment=busy_env,
