@@ -1,11 +1,12 @@
 """Does `benchbox diff` raise false alarms in CI, and does it catch a real +10%?
 
-Identical code is run as BASE and HEAD on this machine in four scenarios, each repeated
-``--reps`` times. ``--design interleaved`` (the default) is what the CI recipe
-(``examples/ci/bench.sh``) does: ``--repeats`` single-round runs a side, alternating
-base, head, head, base, base, head, …, each side's runs joined as rounds
-(``benchbox combine``), then diffed. ``--design sequential`` runs BASE, then HEAD, each one
-run of ``--repeats`` rounds in one process (``benchbox run --repeats K``).
+Identical code is run as BASE and HEAD on this machine in six scenarios, each repeated
+``--reps`` times; every run is a ``benchbox run`` process of its own, as in CI. ``--design
+interleaved`` (the default) is what the CI recipe (``examples/ci/bench.sh``) does:
+``--repeats`` single-round runs a side, alternating base, head, head, base, base, head, …, each
+side's runs joined as rounds (``benchbox combine``), then diffed. ``--design sequential`` runs
+BASE, then HEAD, each one run of ``--repeats`` rounds in one process (``benchbox run --repeats
+K``).
 
 - ``rest``: nothing else runs;
 - ``load``: a busy process on every core while HEAD runs (BASE at rest), during each of
@@ -42,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 SCENARIOS = ("rest", "load", "rest+slow", "load+slow", "shared-load", "shared-load+slow")
+REPO = Path(__file__).resolve().parent.parent
 
 
 def _spin() -> None:  # pragma: no cover - runs in a child process
@@ -72,13 +74,29 @@ class Busy:
 
 def _run(out: Path, args: argparse.Namespace, slowdown_us: int = 0, *, rounds: int | None = None,
          samples: int | None = None) -> Path:
-    from benchbox.run import RunConfig, run
+    """One ``benchbox run`` in a process of its own, as the CI recipe runs it (``python -m benchbox``
+    with this checkout first on the path)."""
+    import subprocess
 
-    opts = {"slowdown_us": slowdown_us} if slowdown_us else {}
-    cfg = RunConfig(runners=(args.runner,), size=args.size, samples=samples or args.samples,
-                    repeats=rounds or args.repeats, warmup=args.warmup, cases=tuple(args.case),
-                    threads=getattr(args, "threads", None), task_options=opts, out=out)
-    return run(cfg).path
+    cmd = [sys.executable, "-m", "benchbox", "run", "--size", args.size, "--device", args.device,
+           "--samples", str(samples or args.samples), "--repeats", str(rounds or args.repeats),
+           "--warmup", str(args.warmup), "--contract", args.contract, "--out", str(out), "--overwrite",
+           "--quiet"]
+    for r in args.runner or ["torch-eager"]:
+        cmd += ["--runner", r]
+    for c in args.case:
+        cmd += ["--case", c]
+    if getattr(args, "threads", None):
+        cmd += ["--threads", str(args.threads)]
+    if slowdown_us:
+        cmd += ["--task-option", f"slowdown_us={slowdown_us}"]
+    path = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env = {**os.environ, "PYTHONPATH": path}
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
+    if p.returncode not in (0, 1) or not out.exists():
+        tail = (p.stderr or p.stdout).strip().splitlines()[-1:] or [f"exit {p.returncode}"]
+        raise RuntimeError(f"benchbox run failed ({p.returncode}): {tail[0]}")
+    return out
 
 
 def _busy(name: str, side: str) -> bool:
@@ -198,8 +216,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--threads", type=int, default=None,
                     help="torch intra-op threads of every run (default: torch's own), as `run --threads`")
-    ap.add_argument("--runner", default="torch-eager")
+    ap.add_argument("--runner", action="append", default=[], help="runner (repeatable; default torch-eager)")
     ap.add_argument("--size", default="tiny")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--contract", default="public_task_call_wall")
+    ap.add_argument("--timeout", type=float, default=900, help="seconds one run may take")
     ap.add_argument("--case", action="append", default=[], help="cases (default: all)")
     ap.add_argument("--metric", default="p50", choices=["p50", "p99", "both"])
     ap.add_argument("--accept", action="append", default=[], metavar="KIND",
