@@ -10,7 +10,8 @@ Conditions are signal, not noise: only what moves timings and was read while it 
   read while the GPU idles says nothing about the measured work and is never compared.
 - ``versions``: torch, CUDA or the runner's libraries differ.
 - ``machine``: the control workload — a fixed piece of host work timed in every process — moved
-  beyond the threshold: the machine changed, not only the code (host-clock rows).
+  beyond the threshold: the machine changed, not only the code (host-clock rows). Where a side
+  started busy, the control's move is the load's effect and is named under ``load``.
 - ``pacing``: the time outside the region, between consecutive regions, moved by more than
   ``pacing_margin``: the region's code may be unchanged while what runs between regions is not.
 - ``noisy``/``unsettled``: the row's own flags, while a side has one process (with two or more
@@ -170,7 +171,9 @@ def environment_differences(base: Receipt, head: Receipt, threshold: float = 0.0
     if versions:
         out["versions"] = ", ".join(versions)
     machine = control_difference(base, head, threshold)
-    if machine:
+    if machine and load:  # a busy machine moves the control workload too: one cause, named once
+        out["load"] = f"{load}; {machine.split(': the machine')[0]}"
+    elif machine:
         out["machine"] = machine
     return out
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
-PHASES = ("calibrate", "reference", "compile", "validate", "sample")
+PHASES = ("calibrate", "control", "reference", "compile", "validate", "sample")
 
 
 @dataclass(frozen=True)
@@ -93,8 +93,9 @@ class LineReporter(Reporter):
         self.verbose = verbose
 
     def phase(self, phase: str, runner: str | None = None, case: str | None = None) -> None:
-        if phase in ("calibrate", "reference") or (phase == "compile" and runner):
+        if phase in ("calibrate", "control", "reference") or (phase == "compile" and runner):
             what = {"calibrate": "calibrating the harness floors",
+                    "control": "timing the control workload",
                     "reference": "computing the float32 reference"}.get(phase, f"{runner}: preparing")
             self.emit(what)
         elif self.verbose:

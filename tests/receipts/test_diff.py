@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -26,9 +27,10 @@ TASK = "tests.diff_tasks:factory"
 #: receipt: judged against the run-to-run spread DRIFT).
 SLOW = {"slow_case": "beta", "extra_ms": 20}
 #: Sleeps on a shared machine are often flagged noisy, and a run may start while the machine is busy
-#: (a load condition even when both sides were busy); tests of the statistics accept both. The
-#: conditions have tests of their own (test_compare.py).
-CONDITIONS = frozenset({"noisy", "unsettled", "load"})
+#: (a load condition even when both sides were busy), and the control workload moves with what
+#: else shares the machine between one receipt and the next; tests of the statistics accept these.
+#: The conditions have tests of their own (test_compare.py).
+CONDITIONS = frozenset({"noisy", "unsettled", "load", "machine"})
 #: Each receipt here is one process, so the tests give a run-to-run spread (as a user gives a
 #: measured one with --drift) instead of the largest ever measured: a sleep's, on a busy machine.
 DRIFT = 0.08
@@ -312,7 +314,7 @@ def test_diff_never_imports_torch_or_tensorrt(receipts: dict[str, Path]) -> None
         "print('RC', rc, 'HEAVY', heavy, file=sys.stderr)\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert "HEAVY []" in r.stderr and "RC 1" in r.stderr or "RC 3" in r.stderr, r.stderr
+    assert "HEAVY []" in r.stderr and re.search(r"RC [013] ", r.stderr), r.stderr
 
 
 # -- the two-sample statistics -------------------------------------------------------------

@@ -1,9 +1,10 @@
 """The receipt a run writes has the golden receipt's shape and values, apart from timings.
 
 ``tests/golden/receipt-v2.json`` (``tests.support.GOLDEN``, the current schema version) was
-written by ``benchbox run --runner torch-eager --case invoice --case outage --samples 10
---warmup 1 --out tests/golden/receipt-v2.json``; regenerate it with that command only when a
-run writes a new field.
+written by ``benchbox run --runner torch-eager --case invoice --case outage --samples 30
+--warmup 1 --out tests/golden/receipt-v2.json`` on a machine at rest (30 samples: the fewest a
+process needs for a p50 verdict); regenerate it with that command only when a run writes a new
+field.
 A run of the same command must write the same document: the same keys everywhere, the
 same strings and booleans, the same list lengths; only what a timing moves (numbers,
 the environment, the caveats that depend on the spread) may differ.
@@ -67,7 +68,7 @@ def test_differences_sees_a_renamed_key_a_changed_string_and_a_changed_type() ->
 
 def test_a_run_writes_the_golden_receipt_apart_from_timings(tmp_path: Path) -> None:
     golden = json.loads(GOLDEN.read_text())
-    outcome = run(RunConfig(runners=("torch-eager",), cases=("invoice", "outage"), samples=10, warmup=1,
+    outcome = run(RunConfig(runners=("torch-eager",), cases=("invoice", "outage"), samples=30, warmup=1,
                             out=tmp_path / "r.json", command=tuple(golden["command"])))
     written = json.loads(outcome.path.read_text())
     assert differences(golden, written) == []

@@ -42,7 +42,8 @@ def test_a_run_reports_each_phase_in_order_with_sample_counts(tmp_path: Path) ->
     plan = rec.events[0][1]
     assert rec.events[0][0] == "start" and plan.total_cases == 2 and plan.samples_per_case == 20
     phases = [(e[1], e[2], e[3]) for e in rec.events if e[0] == "phase"]
-    assert phases == [("calibrate", None, None), ("reference", None, None), ("compile", "torch-eager", None),
+    assert phases == [("calibrate", None, None), ("control", None, None), ("reference", None, None),
+                      ("compile", "torch-eager", None),
                       ("validate", "torch-eager", "invoice"), ("sample", "torch-eager", "invoice"),
                       ("validate", "torch-eager", "outage"), ("sample", "torch-eager", "outage")]
     assert {p for p, _, _ in phases} == set(PHASES)

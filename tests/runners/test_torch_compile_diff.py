@@ -26,7 +26,7 @@ def _run(tmp: Path, name: str) -> Path:
 
 def test_two_compiled_runs_of_identical_code_are_comparable(tmp_path: Path) -> None:
     a, b = _run(tmp_path, "a"), _run(tmp_path, "b")
-    d = diff_files(a, b, DiffOptions(accept=frozenset({"noisy", "unsettled", "load"})))
+    d = diff_files(a, b, DiffOptions(accept=frozenset({"noisy", "unsettled", "load", "machine"})))
     assert d.rows
     for row in d.rows:
         assert row.verdict not in ("not comparable", "invalid"), row.reason
