@@ -226,6 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--accept", action="append", default=[], metavar="KIND",
                     help="judge rows anyway under this condition kind (as `diff --accept`; repeatable)")
     ap.add_argument("--slowdown", type=float, default=0.10, help="injected slowdown, fraction of p50")
+    ap.add_argument("--slowdown-us", type=int, default=None, metavar="US",
+                    help="the injected slowdown in microseconds, instead of --slowdown × a calibration "
+                         "run's p50 (saves the calibration run)")
     ap.add_argument("--design", default="interleaved", choices=["interleaved", "sequential"],
                     help="interleaved: the CI recipe's alternating single-round runs, combined; "
                          "sequential: base then head, each one run of --repeats rounds")
@@ -260,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         tmp = args.keep or Path(d)
         tmp.mkdir(parents=True, exist_ok=True)
         names = args.scenario or SCENARIOS
-        slow_us = _slowdown_us(tmp, args)
+        slow_us = args.slowdown_us or _slowdown_us(tmp, args)
         results["slowdown_us"] = slow_us
         if "shared-load+slow" in names:
             results["slowdown_us_loaded"] = _slowdown_us(tmp, args, loaded=True)
