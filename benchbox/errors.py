@@ -30,7 +30,7 @@ class MissingExtraError(UsageError):
     """An optional package is missing; the message names the extra to install."""
 
     def __init__(self, package: str, extra: str) -> None:
-        super().__init__(f"{package} is not installed: pip install 'benchbox[{extra}]'")
+        super().__init__(f"{package} is not installed: pip install 'benchbox-contracts[{extra}]'")
         self.package = package
         self.extra = extra
 

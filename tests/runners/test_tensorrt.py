@@ -22,7 +22,7 @@ import pytest
 
 trt = pytest.importorskip(
     "tensorrt_rtx_bindings",
-    reason="tensorrt_rtx_bindings is not installed: pip install 'benchbox[tensorrt-rtx]'")
+    reason="tensorrt_rtx_bindings is not installed: pip install 'benchbox-contracts[tensorrt-rtx]'")
 
 from benchbox.contracts import Policy  # noqa: E402
 from benchbox.errors import UsageError  # noqa: E402
@@ -522,13 +522,13 @@ def test_availability_says_precisely_why() -> None:
     forced = availability("tensorrt", "cuda", {"flavour": "tensorrt"})
     if not fl.installed("tensorrt"):
         assert forced == ("flavour tensorrt needs tensorrt, which is not installed: "
-                          "pip install 'benchbox[tensorrt]'")
+                          "pip install 'benchbox-contracts[tensorrt]'")
 
 
 def test_availability_with_simulated_missing_packages(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(trt_module, "missing_export_packages", lambda: ["onnxscript"])
     assert TensorRTRunner.availability("cuda") == ("onnxscript (to export the model to ONNX) not installed: "
-                                                   "pip install 'benchbox[tensorrt-rtx]'")
+                                                   "pip install 'benchbox-contracts[tensorrt-rtx]'")
     monkeypatch.setattr(fl, "installed", lambda flavour: False)
     assert TensorRTRunner.availability("cuda") == NOT_INSTALLED
     assert availability("tensorrt", "cpu") == NOT_INSTALLED
