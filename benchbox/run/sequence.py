@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from benchbox.contracts import Contract, load_contract
-from benchbox.errors import FieldError, UsageError, error_line
+from benchbox.errors import FieldError, UsageError, did_you_mean, error_line
 from benchbox.harness import Harness, PhaseTimer
 from benchbox.harness.clocks import HostClock, host_clock
 from benchbox.harness.control import measure_control
@@ -259,7 +259,7 @@ class _Run:
             unknown = [c for c in cfg.cases if c not in names]
             if unknown:
                 raise FieldError("cases", f"unknown case '{unknown[0]}' for task {task.name} "
-                                          f"(cases: {', '.join(names)})")
+                                          f"({did_you_mean(unknown[0], names)}cases: {', '.join(names)})")
             cases = [c for c in cases if c.name in cfg.cases]
         policy = cfg.sampling()
         check_receipt_budget(len(cfg.runners) * len(cases), policy.limit,
