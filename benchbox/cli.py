@@ -626,11 +626,12 @@ def _threshold(raw: str) -> float:
 
 
 def _diff_in_flags(result: Any) -> Any:
-    """A diff whose row reasons name flags (``--accept cpu``) where the library names fields."""
+    """A diff whose row reasons and notes name flags (``--accept cpu``) where the library names
+    fields."""
     import dataclasses
 
     rows = tuple(dataclasses.replace(r, reason=_flagged(r.reason, "diff")) for r in result.rows)
-    return dataclasses.replace(result, rows=rows)
+    return dataclasses.replace(result, rows=rows, notes=tuple(_flagged(n, "diff") for n in result.notes))
 
 
 @main.command()
