@@ -28,6 +28,7 @@ from benchbox.harness.control import measure_control
 from benchbox.harness.quiet import gc_paused, quieting
 from benchbox.harness.schedule import measured_before, sample, sampling_key
 from benchbox.receipts import build
+from benchbox.receipts.conditions import load_warning
 from benchbox.receipts.io import check_receipt_budget
 from benchbox.receipts.model import Calibration, Receipt, ResultRow
 from benchbox.run.capture import OutputLog
@@ -161,6 +162,9 @@ class _Run:
         self.receipts = self._open_receipts()
         self.log = OutputLog(log_path(self.receipts.paths[0]), self.reporter.captured)
         self.reporter.run_started(self._plan())
+        busy = load_warning(self.receipts.receipts[0].environment.get("load"))
+        if busy:
+            self.reporter.note(busy)
         self._calibrate()
         self.references = self._reference()
         self.harnesses = [Harness(c, self.clock, cfg.load_bound()) for c in self.contracts]
