@@ -122,6 +122,33 @@ def ci_under_load() -> tuple[str, ...]:
     return ("every pair",) if every else ("not every pair",)
 
 
+def matmul_isolated_and_saturated() -> tuple[str, ...]:
+    w = _json("benchmarks/results-h200-truth.json")["workloads"]["matmul"]
+    keys = ("benchbox_device_compute", "benchbox_device_throughput")
+    return tuple(f"{w[k]['p50_ns'] / 1e3:.0f}" for k in keys)
+
+
+def shared_load_accepted() -> tuple[str, ...]:
+    again = _json("benchmarks/results-ci-false-alarms.json")["threads_1"]["judged_again_by_this_engine"]
+    s = again["shared-load, --accept load"]
+    return str(s["runs_with_a_slower_row"]), str(s["reps"])
+
+
+def changepoint_histories() -> tuple[str, ...]:
+    """Histories whose step was found at its commit; histories and series with a change point
+    without a step (from the committed runs)."""
+    runs = _json("benchmarks/results-changepoints.json")["runs"]
+    found = sum(any(c[2] == r["step_at"] for c in r["step"]["changes"]) for r in runs)
+    flat = sum(bool(r["flat"]["changes"]) for r in runs)
+    return str(found), str(flat), str(len(runs)), str(sum(len(r["flat"]["changes"]) for r in runs))
+
+
+def decision_inputs() -> tuple[str, ...]:
+    from benchbox.tasks.decision.task import DecisionTask
+
+    return (str(len(DecisionTask.input_names)),)
+
+
 def parameter_counts() -> tuple[str, ...]:
     from benchbox.tasks.decision.spec import SIZES, parameter_count
 
@@ -219,6 +246,19 @@ CLAIMS: tuple[Claim, ...] = (
           r"(every pair) is `unreliable \(load\)`, exit 3, never `slower`",
           "benchmarks/results-ci-false-alarms.json (threads_1: load, load+slow, judged again)",
           ci_under_load),
+    Claim("matmul isolated vs saturated", "README.md",
+          r"a 4096³ matmul on an H200: (\d+) µs isolated, (\d+) µs saturated",
+          "benchmarks/results-h200-truth.json (matmul: device_compute, device_throughput p50)",
+          matmul_isolated_and_saturated),
+    Claim("busy machine, load accepted", "README.md",
+          r"identical code had diffed as a regression in (\d+) of (\d+) pairs",
+          "benchmarks/results-ci-false-alarms.json (shared-load, --accept load)", shared_load_accepted),
+    Claim("change points: histories", "README.md",
+          r"found at exactly its commit in all (\d+); (\d+) of the (\d+) histories without a step had a "
+          r"change point \((\d+) of 400 series",
+          "benchmarks/results-changepoints.json (runs)", changepoint_histories),
+    Claim("the decision task's inputs", "README.md", r"the decision task's (\d+) inputs are packed",
+          "benchbox.tasks.decision.task.DecisionTask.input_names", decision_inputs),
     Claim("parameter counts", "README.md",
           r"\| `tiny` \| ([\d,]+) \|.*?\| `small` \| ([\d,]+) \|.*?\| `base` \| ([\d,]+) \|.*?"
           r"\| `large` \| ([\d,]+) \|",

@@ -38,7 +38,7 @@ def shown_files() -> list[Path]:
     files = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
     shown = {".yml", ".yaml", ".sh", ".md", ".py"}
     files += sorted(p for p in (REPO / "examples").rglob("*") if p.suffix in shown)
-    files += sorted((REPO / "benchbox").rglob("*.py"))
+    files += sorted((REPO / "benchbox").rglob("*.py")) + [REPO / ".ci" / "run"]
     return [p for p in files if "pip install" in p.read_text()]
 
 
@@ -65,7 +65,7 @@ def install_lines(text: str, suffix: str = ".md") -> list[str]:
         text = re.sub(r"[\"']\s*\n\s*f?[\"']", "", text)
     out = []
     for line in text.splitlines():
-        if suffix in {".yml", ".yaml", ".sh"}:
+        if suffix in {".yml", ".yaml", ".sh", ""}:  # shell (.ci/run has no suffix): comments dropped
             line = re.split(r"(?:^|\s)#", line)[0]
         for m in re.finditer(r"pip install\b([^`\"\n]*)", line):
             args = re.split(r"&&|\|\||;|\s#\s|\s#$", m.group(1))[0]
@@ -120,7 +120,7 @@ def test_every_install_line_installs_this_project(path: Path) -> None:
 
 def test_the_readme_and_the_ci_recipe_show_install_lines() -> None:
     shown = {p.relative_to(REPO).as_posix() for p in shown_files()}
-    assert {"README.md", "examples/ci/benchbox.yml"} <= shown
+    assert {"README.md", "examples/ci/benchbox.yml", ".ci/run"} <= shown
 
 
 def test_the_check_refuses_the_pypi_namesake_and_unknown_paths(tmp_path: Path) -> None:

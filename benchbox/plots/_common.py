@@ -8,7 +8,6 @@ no global pyplot state is touched.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -221,7 +220,7 @@ def drawn_rows(rows: Sequence[Row]) -> tuple[list[Row], str]:
     # an install hint recorded in the reason is for the run's reader, not the figure's
     parts = []
     for name, r in gone.items():
-        why = short_reason([re.sub(r": pip install .*$", "", x) for x in r.reasons], 90)
+        why = short_reason([x.split(": pip install ")[0] for x in r.reasons], 90)
         parts.append(f"{name} ({r.status}: {why})")
     return ([r for r in rows if (r.receipt, r.runner) in measured],
             "Not drawn, as they measured nothing in any case: " + "; ".join(parts) + ".")
