@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -206,6 +207,25 @@ def _changepoint_figures(s: dict) -> tuple[str, ...]:
             f"{round(s['diff_says_slower_at_the_step'] * n)}")
 
 
+def tensorrt_bfloat16_islands() -> tuple[str, ...]:
+    """Builds the tiny bfloat16 engine with TensorRT for RTX as the README's command does (no GPU
+    needed: the build runs, the rows fail for want of one) and reads its runner report."""
+    import tempfile
+
+    benchbox = str(Path(sys.executable).with_name("benchbox"))
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "r.json"
+        subprocess.run([benchbox, "run", "--runner", "tensorrt", "--dtype", "bfloat16", "--case", "invoice",
+                        "--quiet", "--out", str(out)], cwd=tmp, capture_output=True,
+                       env={**os.environ, "BENCHBOX_CACHE": str(Path(tmp) / "cache")})
+        (row,) = json.loads(out.read_text())["results"]
+    report = row["runner_report"]
+    islands = report["declared_precision_islands"]
+    fp32 = sum(1 for layer in report["engine_report"]["layers"] if layer["precision"] == "FP32")
+    return (str(len(islands)), str(sum(i["count"] for i in islands)),
+            "no" if not report["fallbacks"] else str(len(report["fallbacks"])), str(fp32))
+
+
 def first_run_time() -> tuple[str, ...]:
     """Times the main job; compared only at the load its figure was stated at (average ≤ 1.5)."""
     out = subprocess.run([sys.executable, "-m", "benchmarks.first_run_time"], cwd=REPO, check=True,
@@ -292,6 +312,11 @@ CLAIMS: tuple[Claim, ...] = (
           r"per-step diffs judged ([\d.]+%) of all steps slower or faster with nothing changed.*?"
           r"said `slower` at the step in (?:all )?(\d+)",
           "python -m benchmarks.changepoints --histories 100", changepoints_rerun, rerun=True),
+    Claim("TensorRT bfloat16 precision islands", "README.md",
+          r"lists (\d+) `declared_precision_islands` entries \((\d+) layers: .*?\) and (no) fallback: "
+          r"each of the engine's (\d+) float32 kernels",
+          "benchbox run --runner tensorrt --dtype bfloat16 --case invoice (the engine's build; needs the "
+          "tensorrt-rtx extra, no GPU)", tensorrt_bfloat16_islands, rerun=True),
     Claim("first run time", "README.md",
           r"Its run took (\d+) s with an empty compile cache and (\d+) s with it warm on a 2-core "
           r"machine at load average 1–1\.5",
