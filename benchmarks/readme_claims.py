@@ -150,6 +150,43 @@ def decision_inputs() -> tuple[str, ...]:
     return (str(len(DecisionTask.input_names)),)
 
 
+def per_process_minimum() -> tuple[str, ...]:
+    from benchbox.stats import MIN_PER_REPLICATE
+
+    return str(MIN_PER_REPLICATE[0.5]), str(MIN_PER_REPLICATE[0.99])
+
+
+def plausible_drift() -> tuple[str, ...]:
+    from benchbox.receipts.judge import PLAUSIBLE_DRIFT
+
+    return f"{PLAUSIBLE_DRIFT['host']:.0%}", f"{PLAUSIBLE_DRIFT['device']:.0%}"
+
+
+def measured_processes() -> tuple[str, ...]:
+    from benchbox.receipts.conditions import MEASURED_PROCESSES
+
+    return str(MEASURED_PROCESSES), str(MEASURED_PROCESSES)
+
+
+def simulated_rates() -> tuple[str, ...]:
+    """The bounds the simulation tests assert, read from tests/receipts/test_compare.py."""
+    src = (REPO / "tests" / "receipts" / "test_compare.py").read_text()
+
+    def bound(effect: str, k: str | None, drift: str | None) -> tuple[str, str]:
+        call = rf"_slower_rate\({re.escape(effect)}, \d+, seed=\d+"
+        call += rf", k={k}" if k else ""
+        call += rf", drift={re.escape(drift)}" if drift else ""
+        m = re.search(call + r"\) ([<>]=) ([\d.]+)", src)
+        if m is None:
+            raise LookupError(f"no simulation test of effect {effect}, k={k}, drift={drift}")
+        return m.group(1).replace("<=", "≤").replace(">=", "≥"), f"{float(m.group(2)):.0%}"
+
+    five = bound("1.0", None, None)
+    slow = bound("1.10", None, "0.02")
+    two = bound("1.0", "2", "0.20")
+    return (*five, *slow, *two)
+
+
 def parameter_counts() -> tuple[str, ...]:
     from benchbox.tasks.decision.spec import SIZES, parameter_count
 
@@ -279,6 +316,24 @@ CLAIMS: tuple[Claim, ...] = (
           "benchmarks/results-changepoints.json (runs)", changepoint_histories),
     Claim("the decision task's inputs", "README.md", r"the decision task's (\d+) inputs are packed",
           "benchbox.tasks.decision.task.DecisionTask.input_names", decision_inputs),
+    Claim("samples a process for a verdict", "README.md",
+          r"A quantile needs (\d+) samples a process for a p50 verdict and (\d+) for a p99 one",
+          "benchbox.stats.MIN_PER_REPLICATE", per_process_minimum),
+    Claim("CI recipe samples a process", "README.md",
+          r"\(80 samples a process: p50 is judged, p99 shown as advisory, as it needs (\d+) a process\)",
+          "benchbox.stats.MIN_PER_REPLICATE[0.99]", lambda: (per_process_minimum()[1],)),
+    Claim("spread assumed for one process", "README.md",
+          r"the largest spread measured between processes for its clock \((\d+%) on the host clock, "
+          r"(\d+%) on the device clock\)",
+          "benchbox.receipts.judge.PLAUSIBLE_DRIFT", plausible_drift),
+    Claim("processes that measure run-to-run spread", "README.md",
+          r"fewer than (\d+) processes a side; with (\d+) or more the flags stay",
+          "benchbox.receipts.conditions.MEASURED_PROCESSES", measured_processes),
+    Claim("diff simulations", "README.md",
+          r"5 processes a side with 5% lognormal drift between them, unchanged → slower in ([≤≥]) (\d+%) "
+          r"of diffs; with 2% drift, \+10% → slower in ([≤≥]) (\d+%); 2 processes a side at 20% drift, "
+          r"unchanged → slower in ([≤≥]) (\d+%)",
+          "tests/receipts/test_compare.py (the simulation tests' bounds)", simulated_rates),
     Claim("parameter counts", "README.md",
           r"\| `tiny` \| ([\d,]+) \|.*?\| `small` \| ([\d,]+) \|.*?\| `base` \| ([\d,]+) \|.*?"
           r"\| `large` \| ([\d,]+) \|",
