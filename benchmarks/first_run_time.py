@@ -56,7 +56,7 @@ def measure() -> dict:
         cold = timed_run(benchbox, cache, Path(tmp) / "cold.json")
         warm = timed_run(benchbox, cache, Path(tmp) / "warm.json")
     return {"command": ["benchbox", *COMMAND], "cold": cold, "warm": warm,
-            "machine": {"cpu": _cpu(), "cpu_count": os.cpu_count()},
+            "machine": {"cpu": _cpu(), "cpu_count": os.cpu_count()}, "nice": os.nice(0),
             "when": time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime())}
 
 

@@ -244,6 +244,13 @@ def _changepoint_figures(s: dict) -> tuple[str, ...]:
             f"{round(s['diff_says_slower_at_the_step'] * n)}")
 
 
+def first_run_busy() -> tuple[str, ...]:
+    r = _json("benchmarks/results-first-run-busy.json")
+    loads = [r[run][k][0] for run in ("cold", "warm") for k in ("loadavg_before", "loadavg_after")]
+    return (f"{min(loads):.1f}", f"{max(loads):.1f}", str(r["nice"]), f"{r['cold']['wall_s']:.0f}",
+            f"{r['warm']['wall_s']:.0f}")
+
+
 def tensorrt_bfloat16_islands() -> tuple[str, ...]:
     """Builds the tiny bfloat16 engine with TensorRT for RTX as the README's command does (no GPU
     needed: the build runs, the rows fail for want of one) and reads its runner report."""
@@ -372,6 +379,10 @@ CLAIMS: tuple[Claim, ...] = (
           r"each of the engine's (\d+) float32 kernels",
           "benchbox run --runner tensorrt --dtype bfloat16 --case invoice (the engine's build; needs the "
           "tensorrt-rtx extra, no GPU)", tensorrt_bfloat16_islands, rerun=True),
+    Claim("first run time on a busy machine", "README.md",
+          r"busy with other work \(load average ([\d.]+)–([\d.]+), the run under `nice -n (\d+)`\) it took "
+          r"(\d+) s and (\d+) s",
+          "benchmarks/results-first-run-busy.json (python -m benchmarks.first_run_time)", first_run_busy),
     Claim("first run time", "README.md",
           r"Its run took (\d+) s with an empty compile cache and (\d+) s with it warm on a 2-core "
           r"machine at load average 1–1\.5",
