@@ -52,3 +52,22 @@ def test_the_whole_receipts_condition_is_stated_once() -> None:
     assert "3 rows (torch-eager × invoice, torch-eager × outage, torch-eager × video)" in table
     md = diff_markdown(d)
     assert md.count("load differs") == 1 and md.count("accept=load") == 1
+
+
+def test_a_gpu_baseline_against_a_cpu_head_cannot_stay_green(tmp_path) -> None:  # noqa: ANN001
+    """Every row not comparable: the command exits 3 and says nothing could be judged, never
+    'no regression'."""
+    from click.testing import CliRunner
+
+    from benchbox.cli import main
+    from benchbox.receipts.io import write_receipt
+
+    rng = np.random.default_rng(5)
+    rows = {("torch-eager", c): [rng.lognormal(np.log(1e6), 0.02, 80)] for c in CASES}
+    write_receipt(tmp_path / "base.json", synthetic_receipt(rows, environment={"device": "cuda"}))
+    write_receipt(tmp_path / "head.json", synthetic_receipt(rows))
+    for fmt, said in (("table", "nothing could be judged: 3 not comparable"),
+                      ("markdown", "⚠️ benchbox: nothing could be judged")):
+        r = CliRunner().invoke(main, ["diff", str(tmp_path / "base.json"), str(tmp_path / "head.json"),
+                                      "--format", fmt])
+        assert r.exit_code == 3 and said in r.stdout and "no regression" not in r.stdout, r.stdout
