@@ -76,7 +76,9 @@ def test_readme_first_command_then_every_reader_of_its_receipt(tmp_path: Path) -
     self_diff = json.loads(_sh([bb, "diff", str(out), str(out), *OWN_FLAGS, "--format", "json"],
                                tmp_path, env))
     verdicts = {r["verdict"] for r in self_diff["rows"]}
-    assert self_diff["exit_code"] == 0 and verdicts == {"unchanged"}, verdicts
+    # identical samples: a ratio of 1, never faster or slower (unresolved where a short run on a
+    # loaded machine gives too wide an interval, as the module's docstring says)
+    assert self_diff["exit_code"] == 0 and verdicts <= {"unchanged", "unresolved"}, verdicts
     assert {m["ratio"] for r in self_diff["rows"] for m in r["metrics"]} == {1.0}
     _sh([bb, "tasks"], tmp_path, env)
     assert (tmp_path / "q.png").stat().st_size > 0 and (tmp_path / "first.pyperf.json").is_file()
