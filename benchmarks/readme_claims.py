@@ -244,6 +244,28 @@ def _changepoint_figures(s: dict) -> tuple[str, ...]:
             f"{round(s['diff_says_slower_at_the_step'] * n)}")
 
 
+def _parse_memory_figures(r: dict) -> tuple[str, ...]:
+    return (f"{r['ascii']['file_bytes'] / 1e6:.0f}", f"{r['ascii']['peak_over_start_bytes'] / 1e9:.1f}",
+            f"{r['outside_bmp']['peak_over_start_bytes'] / 1e9:.1f}")
+
+
+def parse_memory_committed() -> tuple[str, ...]:
+    return _parse_memory_figures(_json("benchmarks/results-parse-memory.json"))
+
+
+def parse_memory_rerun() -> tuple[str, ...]:
+    out = subprocess.run([sys.executable, "-m", "benchmarks.parse_memory", "--mb", "250"], cwd=REPO,
+                         check=True, capture_output=True, text=True)
+    return _parse_memory_figures(json.loads(out.stdout))
+
+
+def parse_memory_bound() -> tuple[str, ...]:
+    """The stated bound (about 15×) holds for the committed measurement."""
+    r = _json("benchmarks/results-parse-memory.json")
+    worst = max(r[k]["peak_over_start_bytes"] / r[k]["file_bytes"] for k in ("ascii", "outside_bmp"))
+    return ("15",) if worst <= 15 else (f"{worst:.0f}",)
+
+
 def first_run_busy() -> tuple[str, ...]:
     r = _json("benchmarks/results-first-run-busy.json")
     loads = [r[run][k][0] for run in ("cold", "warm") for k in ("loadavg_before", "loadavg_after")]
@@ -379,6 +401,16 @@ CLAIMS: tuple[Claim, ...] = (
           r"each of the engine's (\d+) float32 kernels",
           "benchbox run --runner tensorrt --dtype bfloat16 --case invoice (the engine's build; needs the "
           "tensorrt-rtx extra, no GPU)", tensorrt_bfloat16_islands, rerun=True),
+    Claim("memory of a large receipt's parse", "README.md",
+          r"a (\d+) MB file of 3-digit numbers: ([\d.]+) GB, ([\d.]+) GB with one character outside the BMP",
+          "benchmarks/results-parse-memory.json", parse_memory_committed),
+    Claim("memory of a large receipt's parse: rerun", "README.md",
+          r"a (\d+) MB file of 3-digit numbers: ([\d.]+) GB, ([\d.]+) GB with one character outside the BMP",
+          "python -m benchmarks.parse_memory --mb 250 (about 4 GB of memory)", parse_memory_rerun,
+          rerun=True),
+    Claim("memory bound while parsing", "README.md",
+          r"what passes takes at most about (\d+)× the file's size in memory while parsing",
+          "benchmarks/results-parse-memory.json (peak over file size)", parse_memory_bound),
     Claim("first run time on a busy machine", "README.md",
           r"busy with other work \(load average ([\d.]+)–([\d.]+), the run under `nice -n (\d+)`\) it took "
           r"(\d+) s and (\d+) s",
