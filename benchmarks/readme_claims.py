@@ -187,6 +187,25 @@ def simulated_rates() -> tuple[str, ...]:
     return (*five, *slow, *two)
 
 
+def noise_flags() -> tuple[str, ...]:
+    from benchbox.stats import NOISE_CV, NOISE_OUTLIER_FRACTION
+
+    return f"{NOISE_CV:.0%}", f"{NOISE_OUTLIER_FRACTION:.0%}"
+
+
+def run_defaults() -> tuple[str, ...]:
+    from benchbox.run.config import default
+
+    return (str(default("samples")), str(default("warmup")), f"{default('case_time_limit_s'):.0f}")
+
+
+def diff_defaults() -> tuple[str, ...]:
+    from benchbox.receipts.diff import DiffOptions
+    from benchbox.stats import FLOOR_MULTIPLE
+
+    return f"{DiffOptions().threshold:.0%}", f"{FLOOR_MULTIPLE:g}"
+
+
 def parameter_counts() -> tuple[str, ...]:
     from benchbox.tasks.decision.spec import SIZES, parameter_count
 
@@ -363,6 +382,20 @@ CLAIMS: tuple[Claim, ...] = (
           r"of diffs; with 2% drift, \+10% → slower in ([≤≥]) (\d+%); 2 processes a side at 20% drift, "
           r"unchanged → slower in ([≤≥]) (\d+%)",
           "tests/receipts/test_compare.py (the simulation tests' bounds)", simulated_rates),
+    Claim("noise flags (figures)", "README.md", r"noisy \(CV over (\d+%) or over (\d+%) outliers\)",
+          "benchbox.stats.NOISE_CV, NOISE_OUTLIER_FRACTION", noise_flags),
+    Claim("noise flags (statistics)", "README.md",
+          r"A CV over (\d+%), over (\d+%) outliers, an unsettled run",
+          "benchbox.stats.NOISE_CV, NOISE_OUTLIER_FRACTION", noise_flags),
+    Claim("run defaults", "README.md",
+          r"`--samples N` \(default (\d+),.*?`--warmup N` \(default (\d+)\)",
+          "benchbox.run.config.RunConfig defaults", lambda: run_defaults()[:2]),
+    Claim("time limit per case", "README.md", r"Time limit per case: (\d+) s by default",
+          "benchbox.run.config.RunConfig.case_time_limit_s", lambda: run_defaults()[2:]),
+    Claim("diff defaults", "README.md",
+          r"the ratio is beyond ±`--threshold` \((\d+%)\), and the change is at least (\d+)× the "
+          r"harness floor",
+          "benchbox.receipts.diff.DiffOptions, benchbox.stats.FLOOR_MULTIPLE", diff_defaults),
     Claim("parameter counts", "README.md",
           r"\| `tiny` \| ([\d,]+) \|.*?\| `small` \| ([\d,]+) \|.*?\| `base` \| ([\d,]+) \|.*?"
           r"\| `large` \| ([\d,]+) \|",
