@@ -275,6 +275,19 @@ def test_the_vendored_chart_library_ships_with_its_licence_as_package_data() -> 
     assert head.startswith("/*! https://github.com/leeoniya/uPlot (v1.6.")
 
 
+def test_the_chart_library_comparison_is_the_committed_measurement_of_the_vendored_files() -> None:
+    from benchbox.report.site import ASSETS
+    from benchmarks.chart_libraries import RESULTS, check_doc
+
+    assert check_doc(ROOT.parent / "docs" / "chart-libraries.md") is None
+    measured = json.loads(RESULTS.read_text())["results"]["uPlot"]
+    vendored = sum((ASSETS / n).stat().st_size for n in ("uPlot.iife.min.js", "uPlot.min.css"))
+    assert measured["bytes"] == vendored  # the comparison measured the files the package ships
+    readme = (ROOT.parent / "README.md").read_text()
+    assert "(docs/figures/history-site.png)" in readme
+    assert (ROOT.parent / "docs" / "figures" / "history-site.png").read_bytes()[:4] == b"\x89PNG"
+
+
 # -- the command ---------------------------------------------------------------------------------
 
 def test_cli_report_writes_the_site_and_names_the_change_point(step_store: Path, tmp_path: Path) -> None:
