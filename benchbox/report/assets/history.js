@@ -33,6 +33,14 @@
     if (a >= 1e3) { return (ns / 1e3).toFixed(2) + " µs"; }
     return Math.round(ns) + " ns";
   }
+  /* axis labels: one unit per axis, as many decimals as the tick step needs */
+  function ticks(u, splits) {
+    var top = Math.max.apply(null, splits.map(Math.abs));
+    var unit = top >= 1e6 ? [1e6, " ms"] : top >= 1e3 ? [1e3, " µs"] : [1, " ns"];
+    var step = splits.length > 1 ? Math.abs(splits[1] - splits[0]) / unit[0] : 1;
+    var dec = step > 0 ? Math.min(3, Math.max(0, -Math.floor(Math.log10(step) + 1e-9))) : 0;
+    return splits.map(function (v) { return (v / unit[0]).toFixed(dec) + unit[1]; });
+  }
   function ci(pair) { return pair ? " [" + fmt(pair[0]) + ", " + fmt(pair[1]) + "]" : " (no interval)"; }
   function pct(x) { return (x >= 0 ? "+" : "") + (100 * x).toFixed(1) + "%"; }
   function usable(p) { return p && p.status === "valid" && p.p50 !== null; }
@@ -190,14 +198,13 @@
       ],
       bands: [{series: [3, 2], fill: "rgba(31,111,178,0.15)"}, {series: [6, 5], fill: "rgba(194,98,26,0.09)"}],
       axes: [
-        {space: 64, incrs: [1, 2, 5, 10, 20, 25, 50, 100, 200, 500, 1000],
+        {space: 64, size: 34, incrs: [1, 2, 5, 10, 20, 25, 50, 100, 200, 500, 1000],
          values: function (u, splits) {
            return splits.map(function (v) { return Number.isInteger(v) && receipts[v] ? receipts[v].short.slice(0, 8) : ""; });
          }, label: "commit (oldest left)", labelSize: 18, font: "11px ui-monospace, monospace"},
-        {scale: "p50", label: "p50", labelSize: 18, size: 70,
-         values: function (u, splits) { return splits.map(fmt); }, stroke: COLORS.p50},
-        {scale: "p99", side: 1, label: "p99", labelSize: 18, size: 70, grid: {show: false},
-         values: function (u, splits) { return splits.map(fmt); }, stroke: COLORS.p99}
+        {scale: "p50", label: "p50", labelSize: 18, size: 76, values: ticks, stroke: COLORS.p50},
+        {scale: "p99", side: 1, label: "p99", labelSize: 18, size: 76, grid: {show: false}, values: ticks,
+         stroke: COLORS.p99}
       ],
       hooks: {draw: [marks(series, group, byI, n)]}
     };
