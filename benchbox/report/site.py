@@ -131,6 +131,15 @@ def _commit_html(template: str | None, ref: ReceiptRef) -> str:
     return f'<a class="commit" href="{esc(href)}">{code}</a>' if href else code
 
 
+def _when(created_at: str | None) -> str:
+    """A receipt's time, short (``2026-03-03 16:00``), the full stamp on hover."""
+    if not created_at:
+        return "–"
+    stamp = re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d", created_at)
+    short = created_at[:16].replace("T", " ") if stamp else created_at
+    return f'<time datetime="{esc(created_at)}" title="{esc(created_at)}">{esc(short)}</time>'
+
+
 def _ms(ns: float | None) -> str:
     if ns is None:
         return "–"
@@ -405,7 +414,7 @@ def _regressions(history: History, files: dict[int, str], template: str | None) 
     for page, k, s, c in changes:
         ref = page.groups[s.group].receipts[c.point.index]
         cls = verdict_class(c.step.verdict)
-        out.append(f'<tr class="{cls}"><td>{esc(ref.created_at)}</td><td>{_commit_html(template, ref)}</td>'
+        out.append(f'<tr class="{cls}"><td>{_when(ref.created_at)}</td><td>{_commit_html(template, ref)}</td>'
                    f"<td>{c.found.change:+.1%} ({_ms(c.found.mean_before)} → {_ms(c.found.mean_after)})</td>"
                    f"<td>{_verdict_html(c.step)}</td>"
                    f"<td>{esc(s.case)} · {esc(s.runner)} ({esc(_group_label(page, s.group))})</td>"
@@ -435,7 +444,7 @@ def _latest(history: History, files: dict[int, str], template: str | None) -> li
             ci = f" [{_ms(p.p50_ci_ns[0])}, {_ms(p.p50_ci_ns[1])}]" if p.p50_ci_ns else ""
             out.append(f"<tr><td>{where}</td><td>{esc(_group_label(page, s.group))}</td><td>{label}</td>"
                        f"<td>{_ms(p.p50_ns)}{ci}</td><td>{_commit_html(template, ref)}</td>"
-                       f"<td>{esc(ref.created_at)}</td><td>{len(s.points)}</td><td>{len(s.changes)}</td></tr>")
+                       f"<td>{_when(ref.created_at)}</td><td>{len(s.points)}</td><td>{len(s.changes)}</td></tr>")
     out.append("</tbody></table>")
     if failed:
         out.append(f'<details class="failed-only"><summary>{len(failed)} series never produced a valid '
