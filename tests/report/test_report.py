@@ -368,3 +368,26 @@ def test_a_report_of_one_real_run(eager_receipt_path: Path, tmp_path: Path) -> N
     assert page["task"] == "decision" and page["contract"]["name"] == "public_task_call_wall"
     assert {s["case"] for s in page["series"]} == {"invoice", "outage", "receipt", "image", "video"}
     assert all(len(s["points"]) == 1 and s["changes"] == [] for s in page["series"])
+
+
+def test_a_change_point_whose_runs_cannot_be_combined_says_why(tmp_path: Path) -> None:
+    from benchbox.receipts import io
+    from tests.history_fixture import HistorySpec, write_history
+
+    spec = HistorySpec(commits=30, step=0.35, step_at=15, samples=100, cases=("invoice",),
+                       runners=("torch-compile",))
+    paths = write_history(tmp_path / "h", spec)
+    r = json.loads(paths[17].read_text())
+    r["settings"]["warmup"] = 10  # another configuration among the runs after the step
+    io.write_receipt(paths[17], r)
+    Store(tmp_path / "s").add(paths)
+    (page,) = analyze(Store(tmp_path / "s")).pages
+    (series,) = page.series
+    (change,) = series.changes
+    assert change.point.index == 15
+    assert change.step.verdict == "not compared"
+    assert "is not a run of the configuration of" in change.step.reason and "warmup" in change.step.reason
+    out = build_report(tmp_path / "s", tmp_path / "site")
+    assert out.changes[0].verdict == "not compared"
+    (page_html,) = (tmp_path / "site" / "diffs").glob("*.html")
+    assert "Comparison refused" in page_html.read_text()
