@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from benchbox import stats
 from benchbox.cli import main
 from benchbox.contracts import STAGES
 from tests.conftest import make_receipt
@@ -155,6 +156,7 @@ def _first_samples(receipt: Path, n: int, out: Path) -> None:
         row["samples_ns"] = row["samples_ns"][:n]
         row["stages_ns"] = {k: v[:n] for k, v in row["stages_ns"].items()}
         row["round_sizes"] = [n]
+        row["summary"] = stats.summarize(row["samples_ns"])  # the loader checks it agrees
     out.write_text(json.dumps(doc))
 
 

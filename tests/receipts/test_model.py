@@ -131,3 +131,10 @@ def test_the_device_label_names_the_gpu_else_the_cpu_model(environment: dict, la
     assert receipt.device_label == label
     assert receipt.device == (environment["gpu"]["name"] if (environment.get("gpu") or {}).get("name")
                               else str(environment.get("device", "unknown")))
+
+
+def test_the_receipts_name_limit_is_the_tasks() -> None:
+    from benchbox.receipts.model import MAX_NAME_LENGTH
+    from benchbox.tasks import MAX_NAME_LENGTH as TASK_LIMIT
+
+    assert MAX_NAME_LENGTH == TASK_LIMIT
