@@ -430,11 +430,15 @@ def run(quiet: bool, verbose: bool, **params: Any) -> None:
     On a terminal a live line shows the case, its phase (calibrate, reference, compile,
     validate, sample) and the time left; elsewhere one plain line per step.
     """
+    from benchbox.run.preflight import preflight
+
+    cfg = _run_config(**params)
+    preflight(cfg)  # names and device, before torch is imported
+
     from benchbox import api
     from benchbox.render import results_table
     from benchbox.run.progress import reporter_for
 
-    cfg = _run_config(**params)
     outcome = api.run(cfg, reporter=reporter_for(_progress_stream(), quiet, verbose))
     for o in outcome.all:
         _echo(results_table(o.receipt))
@@ -507,9 +511,12 @@ def _run_config(contracts_: tuple[str, ...], task: str, size: str, dtype: str, r
               help="Folder for the receipts (one per point) and the index sweep.json.")
 def sweep(**params: Any) -> None:
     """Measure latency against load: back to back, then under each gap and each rate."""
+    from benchbox.run.preflight import preflight
     from benchbox.sweep import sweep as do_sweep
 
-    outcome = do_sweep(_sweep_config(**params), progress=lambda s: _echo(s, err=True))
+    cfg = _sweep_config(**params)
+    preflight(cfg.run)  # names and device, before torch is imported
+    outcome = do_sweep(cfg, progress=lambda s: _echo(s, err=True))
     for r, t in outcome.throughput_per_s.items():
         _echo(f"{r}: back-to-back throughput {t:,.0f} calls/s")
     for o in outcome.overloaded:
@@ -619,11 +626,12 @@ def _threshold(raw: str) -> float:
 
 
 def _diff_in_flags(result: Any) -> Any:
-    """A diff whose row reasons name flags (``--accept cpu``) where the library names fields."""
+    """A diff whose row reasons and notes name flags (``--accept cpu``) where the library names
+    fields."""
     import dataclasses
 
     rows = tuple(dataclasses.replace(r, reason=_flagged(r.reason, "diff")) for r in result.rows)
-    return dataclasses.replace(result, rows=rows)
+    return dataclasses.replace(result, rows=rows, notes=tuple(_flagged(n, "diff") for n in result.notes))
 
 
 @main.command()

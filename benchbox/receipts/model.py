@@ -546,10 +546,26 @@ class Receipt(_Base):
         return replace(self, results=results)
 
 
+#: result-row field → the schema_version that made it required: an older receipt may lack it (the
+#: loader's migration fills it in), so the schema requires it only from that version on
+ROW_FIELDS_SINCE: dict[str, int] = {"round_sizes": 2}
+
+
 def receipt_schema() -> dict[str, Any]:
-    """The JSON Schema of the receipt, generated from the model."""
-    return json_schema(Receipt, **{"$id": "https://benchbox.dev/schemas/receipt.schema.json",
-                                  "title": "benchbox receipt"})
+    """The JSON Schema of every receipt the loader accepts, generated from the model: the current
+    version, and older versions without the fields their migration adds (``ROW_FIELDS_SINCE``)."""
+    schema = json_schema(Receipt, **{"$id": "https://benchbox.dev/schemas/receipt.schema.json",
+                                    "title": "benchbox receipt"})
+    schema["properties"]["schema_version"]["maximum"] = SCHEMA_VERSION  # newer ones are refused
+    later = []
+    row = schema["$defs"]["ResultRow"]
+    for name, since in sorted(ROW_FIELDS_SINCE.items()):
+        row["required"] = [f for f in row["required"] if f != name]
+        later.append({"if": {"properties": {"schema_version": {"minimum": since}}},
+                      "then": {"properties": {"results": {"items": {"required": [name]}}}}})
+    if later:
+        schema["allOf"] = later
+    return schema
 
 
 def decode_receipt(data: Any, where: str) -> Receipt:

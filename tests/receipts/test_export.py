@@ -95,7 +95,7 @@ def test_missing_package_simulated_names_the_extra(pair: tuple[Path, Path], tmp_
             f"main(['export', {str(pair[0])!r}, '--format', {fmt!r}, '-o', {str(tmp_path / 'x')!r}])\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2
-    want = f"benchbox: error: {package} is not installed: pip install 'benchbox[analysis]'"
+    want = f"benchbox: error: {package} is not installed: pip install 'benchbox-contracts[analysis]'"
     assert r.stderr.strip() == want
 
 
