@@ -46,7 +46,7 @@ FLAGS: dict[str, dict[str, str]] = {
               "max_backlog": "--max-backlog", "max_queue_ms": "--max-queue", "gaps_ms": "--gap",
               "rates": "--rate", "idles": "--idle", "settle_s": "--settle-s"},
     "report": {"threshold": "--threshold", "metric": "--metric", "alpha": "--alpha",
-               "max_pvalue": "--max-pvalue", "min_change": "--min-change"},
+               "max_pvalue": "--max-pvalue", "min_change": "--min-change", "commit_url": "--commit-url"},
     "tasks": {"task": "--task"},
     "runners": {"device": "--device"},
     "selfcheck": {"runner": "--runner", "device": "--device", "flavours": "--flavour",
@@ -900,9 +900,11 @@ def store_rm(identities: tuple[str, ...], root: Path) -> None:
               help="Change points: the t-test p-value a change must reach.")
 @click.option("--min-change", default=None, metavar="PCT",
               help="Change points: the smallest change kept (default: --threshold).")
+@click.option("--commit-url", default=None, metavar="TEMPLATE",
+              help="Link every commit: a URL with {commit}, e.g. https://github.com/ORG/REPO/commit/{commit}.")
 def report(store_dir: Path, output: Path, threshold: str, metric: str, alpha: float, max_pvalue: float,
-           min_change: str | None) -> None:
-    """Write a static site of a store's history: trends, diff steps and change points."""
+           min_change: str | None, commit_url: str | None) -> None:
+    """Write a static site of a store's history: trends, change points and their diff verdicts."""
     from benchbox.receipts.diff import DiffOptions
     from benchbox.report import Detector, build_report
 
@@ -916,12 +918,12 @@ def report(store_dir: Path, output: Path, threshold: str, metric: str, alpha: fl
     opts = DiffOptions(threshold=th, metric=metric, alpha=alpha)
     least = th if min_change is None else pct(min_change, "--min-change")
     det = Detector(max_pvalue=max_pvalue, min_change=least)
-    r = build_report(store_dir, output, opts, det)
+    r = build_report(store_dir, output, opts, det, commit_url=commit_url)
     _echo(f"wrote {r.out}/index.html: {len(r.pages)} page(s), {r.series} series, {r.points} points, "
-               f"{r.receipts} receipts, {r.diffs} diffs, {len(r.changes)} change point(s)")
+          f"{r.receipts} receipts, {len(r.changes)} change point(s)")
     for c in r.changes:
         _echo(f"  change {c.change:+.1%} at {(c.commit or 'no commit')[:12]}: {c.case} · {c.runner} "
-                   f"({c.group}) in {c.page}; diff verdict {c.verdict}")
+              f"({c.group}) in {c.page}; diff verdict {c.verdict} ({c.runs[0]} v {c.runs[1]} runs)")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,8 +1,9 @@
 """``benchbox report``: a static site of a receipt store's history.
 
-One page per (task, contract): for every (case, runner) a trend of p50 and p99 with
-their intervals over commits, each step judged by the diff engine and change points
-found by Apache Otava. Imports polars (through the store) but never torch.
+An index of change points (regressions first) and the latest value of every series, and
+one page per (task, contract): for every (case, runner) a uPlot chart of p50 and p99 with
+their intervals over commits, change points found by Apache Otava, each judged by the diff
+engine on the runs either side of it. Imports polars (through the store) but never torch.
 """
 
 from __future__ import annotations
@@ -41,11 +42,15 @@ def check_output_place(out: Path) -> None:
 
 
 def build_report(store_root: Path, out: Path, options: DiffOptions | None = None,
-                 detector: Detector | None = None) -> ReportResult:
+                 detector: Detector | None = None, commit_url: str | None = None) -> ReportResult:
     """Analyse the store at ``store_root`` and write its site into ``out``.
 
-    The output place is checked first, and every stored receipt re-hashed (one edited since it
+    ``commit_url``: a template with ``{commit}`` that links every commit shown. The template and
+    the output place are checked first, and every stored receipt re-hashed (one edited since it
     was stored is refused, naming it), before the history is computed."""
+    from benchbox.report.site import check_commit_url
+
+    check_commit_url(commit_url)  # before the analysis: a bad template is refused at once
     root = Path(store_root)
     if not root.is_dir():
         raise UsageError(f"{root}: no such receipt store")
@@ -55,4 +60,4 @@ def build_report(store_root: Path, out: Path, options: DiffOptions | None = None
     history = analyze(store, options, detector)
     if not history.pages:
         raise UsageError(f"{root}: the store holds no receipts (benchbox store add RECEIPT...)")
-    return write_site(history, store, Path(out))
+    return write_site(history, store, Path(out), commit_url)
