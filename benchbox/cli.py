@@ -430,11 +430,15 @@ def run(quiet: bool, verbose: bool, **params: Any) -> None:
     On a terminal a live line shows the case, its phase (calibrate, reference, compile,
     validate, sample) and the time left; elsewhere one plain line per step.
     """
+    from benchbox.run.preflight import preflight
+
+    cfg = _run_config(**params)
+    preflight(cfg)  # names and device, before torch is imported
+
     from benchbox import api
     from benchbox.render import results_table
     from benchbox.run.progress import reporter_for
 
-    cfg = _run_config(**params)
     outcome = api.run(cfg, reporter=reporter_for(_progress_stream(), quiet, verbose))
     for o in outcome.all:
         _echo(results_table(o.receipt))
@@ -507,9 +511,12 @@ def _run_config(contracts_: tuple[str, ...], task: str, size: str, dtype: str, r
               help="Folder for the receipts (one per point) and the index sweep.json.")
 def sweep(**params: Any) -> None:
     """Measure latency against load: back to back, then under each gap and each rate."""
+    from benchbox.run.preflight import preflight
     from benchbox.sweep import sweep as do_sweep
 
-    outcome = do_sweep(_sweep_config(**params), progress=lambda s: _echo(s, err=True))
+    cfg = _sweep_config(**params)
+    preflight(cfg.run)  # names and device, before torch is imported
+    outcome = do_sweep(cfg, progress=lambda s: _echo(s, err=True))
     for r, t in outcome.throughput_per_s.items():
         _echo(f"{r}: back-to-back throughput {t:,.0f} calls/s")
     for o in outcome.overloaded:
@@ -619,11 +626,12 @@ def _threshold(raw: str) -> float:
 
 
 def _diff_in_flags(result: Any) -> Any:
-    """A diff whose row reasons name flags (``--accept cpu``) where the library names fields."""
+    """A diff whose row reasons and notes name flags (``--accept cpu``) where the library names
+    fields."""
     import dataclasses
 
     rows = tuple(dataclasses.replace(r, reason=_flagged(r.reason, "diff")) for r in result.rows)
-    return dataclasses.replace(result, rows=rows)
+    return dataclasses.replace(result, rows=rows, notes=tuple(_flagged(n, "diff") for n in result.notes))
 
 
 @main.command()
@@ -815,21 +823,66 @@ def store() -> None:
     """A local store of receipts: the history that `benchbox report` draws."""
 
 
+def _store_option(help: str) -> Any:
+    return click.option("--store", "root", envvar="BENCHBOX_STORE", default="benchbox-store",
+                        show_default=True, type=click.Path(path_type=Path), help=help)
+
+
 @store.command("add")
 @click.argument("receipts", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--store", "root", envvar="BENCHBOX_STORE", default="benchbox-store", show_default=True,
-              type=click.Path(path_type=Path),
-              help="Store directory (created when missing); also from $BENCHBOX_STORE.")
+@_store_option("Store directory (created when missing); also from $BENCHBOX_STORE.")
 def store_add(receipts: tuple[Path, ...], root: Path) -> None:
-    """Add receipts to a store; a receipt already there is not stored twice."""
+    """Add receipts to a store; a receipt already there is not stored twice.
+
+    A file that is not a receipt (an export beside the receipts, say) is skipped with a
+    warning; an incomplete receipt (its run stopped, or still writing it) is stored with one.
+    """
     from benchbox.store import Store
 
     result = Store(root).add(receipts)
+    for path, why in result.skipped:
+        _echo(f"benchbox: warning: skipped {path}: {why.removeprefix(f'{path}: ')}", err=True)
+    for path in result.incomplete:
+        _echo(f"benchbox: warning: {path} is an incomplete receipt (its run stopped, or is still writing "
+              "it); stored as it is", err=True)
     for e in result.added:
         _echo(f"added   {e.identity[:16]}  {e.source}")
     for e in result.present:
         _echo(f"present {e.identity[:16]}  {e.source}")
-    _echo(f"{len(result.added)} added, {len(result.present)} already in {root}")
+    skipped = f", {len(result.skipped)} skipped (not receipts)" if result.skipped else ""
+    _echo(f"{len(result.added)} added, {len(result.present)} already in {root}{skipped}")
+
+
+def _existing_store(root: Path) -> Any:
+    from benchbox.store import MARKER, Store
+
+    if not (root / MARKER).is_file():
+        raise UsageError(f"{root}: no such receipt store (benchbox store add RECEIPT... makes one)")
+    return Store(root)
+
+
+@store.command("list")
+@_store_option("Store directory; also from $BENCHBOX_STORE.")
+def store_list(root: Path) -> None:
+    """List the stored receipts, oldest first: identity, time, commit, task, contract, device."""
+    stored = _existing_store(root).receipts()
+    for s in stored:
+        state = "" if s.complete else "  (incomplete)"
+        cell = f"  [{s.matrix_cell}]" if s.matrix_cell else ""
+        _echo(f"{s.identity[:16]}  {s.created_at or '-'}  {(s.commit or '-')[:12]}  {s.task}/{s.size}  "
+              f"{s.contract}  {s.device}  {s.n_results} rows{cell}{state}")
+    _echo(f"{len(stored)} receipts in {root}")
+
+
+@store.command("rm")
+@click.argument("identities", nargs=-1, required=True)
+@_store_option("Store directory; also from $BENCHBOX_STORE.")
+def store_rm(identities: tuple[str, ...], root: Path) -> None:
+    """Remove receipts from a store, each named by its identity or a unique prefix (8+ digits)."""
+    gone = _existing_store(root).remove(identities)
+    for ident in gone:
+        _echo(f"removed {ident[:16]}")
+    _echo(f"{len(gone)} removed from {root}")
 
 
 @main.command()

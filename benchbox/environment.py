@@ -139,7 +139,7 @@ def system_metadata() -> dict[str, Any]:
     try:
         from pyperf._collect_metadata import collect_metadata
     except ImportError:
-        out["note"] = ("pyperf is not installed (pip install 'benchbox[analysis]'): "
+        out["note"] = ("pyperf is not installed (pip install 'benchbox-contracts[analysis]'): "
                        "CPU frequency and system metadata not recorded")
         return out
     try:

@@ -30,7 +30,7 @@ class MissingExtraError(UsageError):
     """An optional package is missing; the message names the extra to install."""
 
     def __init__(self, package: str, extra: str) -> None:
-        super().__init__(f"{package} is not installed: pip install 'benchbox[{extra}]'")
+        super().__init__(f"{package} is not installed: pip install 'benchbox-contracts[{extra}]'")
         self.package = package
         self.extra = extra
 
@@ -43,6 +43,12 @@ def first_line(e: BaseException | str, limit: int = 500) -> str:
     if not line and not isinstance(e, str):
         line = type(e).__name__
     return line[:limit]
+
+
+def last_line(text: str, limit: int = 500, empty: str = "no output") -> str:
+    """The last non-empty line of a tool's output (where its final error stands), cut to ``limit``."""
+    lines = [x.strip() for x in text.splitlines() if x.strip()]
+    return (lines[-1] if lines else empty)[:limit]
 
 
 def error_line(e: BaseException, limit: int = 500) -> str:
@@ -58,3 +64,12 @@ class FieldError(UsageError):
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
+
+
+def did_you_mean(name: str, known: Any) -> str:
+    """``did you mean 'x'? `` for the known name closest to a misspelt one (difflib), else ``""``:
+    put before the list of known names in an "unknown ..." message."""
+    import difflib
+
+    close = difflib.get_close_matches(str(name), [str(k) for k in known], n=1, cutoff=0.6)
+    return f"did you mean '{close[0]}'? " if close else ""

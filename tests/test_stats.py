@@ -244,7 +244,7 @@ def test_system_metadata_degrades_without_pyperf(monkeypatch: pytest.MonkeyPatch
     assert "pyperf" in environment.system_metadata()
     monkeypatch.setitem(sys.modules, "pyperf._collect_metadata", None)  # import now fails
     md = environment.system_metadata()
-    assert "pyperf" not in md and "benchbox[analysis]" in md["note"]
+    assert "pyperf" not in md and "benchbox-contracts[analysis]" in md["note"]
 
 
 def test_gpu_state_without_gpu_is_a_note() -> None:

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from benchbox.errors import UsageError, first_line
+from benchbox.errors import UsageError, did_you_mean, first_line
 
 #: The stages of one task call, in pipeline order.
 STAGES: tuple[str, ...] = ("parse", "preprocess", "h2d", "compute", "d2h", "reduce", "answer", "serialize")
@@ -486,7 +486,8 @@ def load_contract(name_or_path: str) -> Contract:
                              f"{getattr(e, 'strerror', None) or e}") from None
         return parse_contract_toml(text, where=str(path))
     raise UsageError(
-        f"unknown contract {_short(name_or_path)} (built-in: {', '.join(builtin_names())}; "
+        f"unknown contract {_short(name_or_path)} ({did_you_mean(name_or_path, builtin_names())}"
+        f"built-in: {', '.join(builtin_names())}; "
         "or give a path to a .toml file)")
 
 

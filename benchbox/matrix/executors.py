@@ -10,6 +10,7 @@ from benchbox.errors import FieldError, MissingExtraError, UsageError, error_lin
 from benchbox.matrix.cell import CellJob, CellRun, execute
 
 OnDone = Callable[[CellJob, CellRun], None]
+OnStart = Callable[[CellJob], None]
 EXECUTORS = ("local", "ray")
 
 
@@ -24,8 +25,10 @@ class LocalExecutor:
     def stop(self) -> None:
         """Nothing to stop."""
 
-    def run_cells(self, jobs: list[CellJob], on_done: OnDone) -> None:
+    def run_cells(self, jobs: list[CellJob], on_done: OnDone, on_start: OnStart | None = None) -> None:
         for job in jobs:
+            if on_start is not None:
+                on_start(job)
             run = execute(job)
             on_done(job, run)
             if run.interrupted:
@@ -83,7 +86,9 @@ class RayExecutor:
             self._ray.shutdown()
             self._started = False
 
-    def run_cells(self, jobs: list[CellJob], on_done: OnDone) -> None:
+    def run_cells(self, jobs: list[CellJob], on_done: OnDone, on_start: OnStart | None = None) -> None:
+        """Submit every cell, then gather them as they finish (Ray schedules them: ``on_start``,
+        for cells run one by one, is not called)."""
         ray = self._ray
         futures: dict[Any, CellJob] = {}
         try:

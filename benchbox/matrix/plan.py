@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from benchbox.contracts.model import check_toml_shape
-from benchbox.errors import UsageError
+from benchbox.errors import UsageError, did_you_mean
 
 #: axis → the value used when the plan does not name the axis
 AXES: dict[str, tuple[str, ...]] = {
@@ -257,7 +257,8 @@ def _axes(data: dict[str, Any], where: str) -> dict[str, tuple[str, ...]]:
         axes[axis] = _str_list(axes_in[axis], f"{where}: axes.{axis}") if axis in axes_in else default
     for r in axes["runner"]:
         if r not in RUNNERS:
-            raise _fail(where, f"axes.runner: unknown runner '{r}' (runners: {', '.join(RUNNERS)})")
+            raise _fail(where, f"axes.runner: unknown runner '{r}' ({did_you_mean(r, RUNNERS)}"
+                                f"runners: {', '.join(RUNNERS)})")
     for d in axes["dtype"]:
         if d not in DTYPES:
             raise _fail(where, f"axes.dtype: unknown dtype '{d}' ({', '.join(DTYPES)})")

@@ -202,6 +202,30 @@ def rows_of(receipts: Sequence[LabelledReceipt]) -> list[Row]:
     return rows
 
 
+def drawn_rows(rows: Sequence[Row]) -> tuple[list[Row], str]:
+    """The rows a figure draws, and a note naming what it leaves out: a runner (of one receipt)
+    that measured nothing in any case — every row failed before a sample, say a runtime not
+    installed — is a note under the figure, not a panel of empty rows. Where nothing measured
+    anything, every row is drawn (their statuses are all there is to show)."""
+    measured = {(r.receipt, r.runner) for r in rows if r.measured}
+    if not measured:
+        return list(rows), ""
+    left = [r for r in rows if (r.receipt, r.runner) not in measured]
+    if not left:
+        return list(rows), ""
+    multi = len({r.receipt for r in rows}) > 1
+    gone: dict[str, Row] = {}
+    for r in left:
+        gone.setdefault(r.name(multi), r)
+    # an install hint recorded in the reason is for the run's reader, not the figure's
+    parts = []
+    for name, r in gone.items():
+        why = short_reason([x.split(": pip install ")[0] for x in r.reasons], 90)
+        parts.append(f"{name} ({r.status}: {why})")
+    return ([r for r in rows if (r.receipt, r.runner) in measured],
+            "Not drawn, as they measured nothing in any case: " + "; ".join(parts) + ".")
+
+
 def cases_in_order(rows: Iterable[Row]) -> list[str]:
     out: list[str] = []
     for r in rows:

@@ -15,6 +15,7 @@ from benchbox.plots._common import (
     baseline_of,
     caption,
     check_same_contract,
+    drawn_rows,
     flag_handles,
     flag_marker,
     grouped_slots,
@@ -136,7 +137,7 @@ def _note_chars(rows: Sequence[Row], baselines: dict[int, str | None]) -> int:
 def figure(receipts: Sequence[LabelledReceipt]) -> Figure:
     """Per case, p50 and p99 of every runner with 95% intervals; invalid, failed and flagged rows marked."""
     check_same_contract(receipts)
-    rows = rows_of(receipts)
+    rows, left_out = drawn_rows(rows_of(receipts))
     multi = len(receipts) > 1
     slots = grouped_slots(rows)
     baselines = {i: baseline_of(r.data) for i, r in enumerate(receipts)}
@@ -172,7 +173,7 @@ def figure(receipts: Sequence[LabelledReceipt]) -> Figure:
     base_note = ", ".join(sorted({b for b in baselines.values() if b}))
     caption(fig, "Points: sample quantiles of the contract's region; bars: exact 95% distribution-free "
                  f"intervals. Ratios are against each receipt's baseline runner ({base_note or 'none'}); "
-                 "invalid and failed rows are never part of a ratio.")
+                 "invalid and failed rows are never part of a ratio." + (f" {left_out}" if left_out else ""))
     return fig
 
 

@@ -16,6 +16,7 @@ from benchbox.plots._common import (
     Row,
     caption,
     check_same_contract,
+    drawn_rows,
     flag_handles,
     flag_marker,
     fmt_value,
@@ -142,7 +143,7 @@ def figure(receipts: Sequence[LabelledReceipt]) -> Figure:
     """Stacked per-stage medians per (receipt, runner, case); the timed region outlined in black;
     a flagged row (noisy, unsettled) marked at its bar's end as in the other figures."""
     check_same_contract(receipts)
-    rows = rows_of(receipts)
+    rows, left_out = drawn_rows(rows_of(receipts))
     multi = len(receipts) > 1
     slots = grouped_slots(rows)
     contract = receipts[0].data.contract
@@ -195,5 +196,6 @@ def figure(receipts: Sequence[LabelledReceipt]) -> Figure:
     title(fig, "Where the time goes: per-stage medians", receipts, top_in)
     caption(fig, "Each bar stacks the median of every stage in pipeline order; the black outline is the "
                  "region the contract times (faded stages are outside it). The timed p50 is the median of "
-                 "the region's own samples, so it need not equal the sum of stage medians.")
+                 "the region's own samples, so it need not equal the sum of stage medians."
+            + (f" {left_out}" if left_out else ""))
     return fig

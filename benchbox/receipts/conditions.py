@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -65,6 +66,20 @@ def busy_processes(r: Receipt) -> tuple[int, int] | None:
             return None
         known = [one]
     return sum(1 for b in known if b >= LOAD_BUSY), len(known)
+
+
+def load_warning(load: Any) -> str | None:
+    """The warning a run gives as it starts on a busy machine (``environment.load``), or None."""
+    busy = _busy(ProcessRecord(load=load)) if isinstance(load, Mapping) else None
+    if busy is None or busy < LOAD_BUSY:
+        return None
+    avg = load.get("load_avg_1min")
+    cores = load.get("cores")
+    also = (f"; load average {avg:.1f} on {cores} cores" if isinstance(avg, (int, float))
+            and isinstance(cores, int) else "")
+    return (f"warning: the machine is busy ({busy:.0%} of CPU time went to other work as the run "
+            f"started{also}): timings taken now move with that work, and benchbox diff will call "
+            "this run's rows unreliable (load); rerun on a quiet machine to compare")
 
 
 def _load_text(r: Receipt, counted: tuple[int, int]) -> str:

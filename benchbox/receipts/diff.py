@@ -445,8 +445,9 @@ def diff_receipts(base: Receipt, head: Receipt, options: DiffOptions | None = No
     ib, ih = _index(base, base_name), _index(head, head_name)
     declared, notes = _run_differences(base, head, opts)
     conditions = environment_differences(base, head, opts.threshold)
-    notes += [f"{'accepted' if k in opts.accept else 'unreliable'}: {k} differs ({why})"
-              for k, why in conditions.items()]
+    notes += [f"accepted: {k} differs ({why})" if k in opts.accept else
+              f"unreliable: {k} differs ({why}); every row it touches is unreliable (pass accept={k} to "
+              "judge anyway)" for k, why in conditions.items()]
     sides = _Sides(base, head, base_name, head_name, opts, declared, conditions, priors or {})
     keys = [*ib, *(k for k in ih if k not in ib)]
     rows: dict[tuple[str, str, str], DiffRow] = {}
@@ -474,10 +475,12 @@ def diff_receipts(base: Receipt, head: Receipt, options: DiffOptions | None = No
 
 
 def _unreliable_reason(p: Pending) -> str:
-    """The conditions of an unreliable row: those of the whole receipts named (stated once in
-    the notes), the row's own in full."""
+    """The conditions of an unreliable row: those of the whole receipts named (stated once, with
+    how to judge anyway, in the notes), the row's own in full with how to judge anyway."""
     parts = [f"{k} (see the notes)" if k in RECEIPT_KINDS else f"{k}: {why}"
              for k, why in p.unreliable.items()]
+    if all(k in RECEIPT_KINDS for k in p.unreliable):
+        return "; ".join(parts)
     kinds = " ".join(f"accept={k}" for k in p.unreliable)
     return "; ".join(parts) + f" (pass {kinds} to judge anyway)"
 

@@ -100,13 +100,25 @@ def diff_table(d: DiffResult, width: int | None = None) -> str:
             for r in d.rows]
     lines.append(table(["runner", "case", "verdict", "detail"], rows, wrap=("runner", "case", "detail"),
                        width=width))
-    details = [(r, ([r.reason] if r.metrics and r.reason else []) + _details(r)) for r in d.rows]
-    if any(extra for _, extra in details):
-        lines.append("details:")
-    for r, extra in details:
-        lines += [wrapped(f"↳ {r.runner} × {r.case}: {x}", 2, width) for x in extra]
+    lines += _details_lines(d, width)
     lines.append(_summary_line(d))
     return "\n".join(lines)
+
+
+def _details_lines(d: DiffResult, width: int | None) -> list[str]:
+    """Each row's details under the table; a line that several rows share (a condition of the
+    whole receipts, say) once, naming the rows."""
+    rows_of: dict[str, list[DiffRow]] = {}
+    for r in d.rows:
+        for x in ([r.reason] if r.metrics and r.reason else []) + _details(r):
+            rows_of.setdefault(x, []).append(r)
+    lines = ["details:"] if rows_of else []
+    for x, rows in rows_of.items():
+        who = (f"{rows[0].runner} × {rows[0].case}" if len(rows) == 1 else
+               f"{len(rows)} rows ({', '.join(f'{r.runner} × {r.case}' for r in rows[:6])}"
+               + (", …)" if len(rows) > 6 else ")"))
+        lines.append(wrapped(f"↳ {_t(who)}: {x}", 2, width))
+    return lines
 
 
 #: The most characters a markdown report may have (a GitHub comment takes 65,536).

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from benchbox.contracts import IDLE_MODES
-from benchbox.errors import FieldError
+from benchbox.errors import FieldError, did_you_mean
 from benchbox.harness.arrival import DEFAULT_MAX_BACKLOG, DEFAULT_MAX_QUEUE_MS, LoadBound
 from benchbox.harness.quiet import GC_MODES
 from benchbox.harness.sampling import (
@@ -179,7 +179,8 @@ class RunConfig:
         known = runners.names()
         for r in self.runners:
             if r not in known:
-                raise FieldError("runners", f"unknown runner '{r}' (runners: {', '.join(known)})")
+                raise FieldError("runners", f"unknown runner '{r}' ({did_you_mean(r, known)}"
+                                           f"runners: {', '.join(known)})")
         if not self.runners:
             raise FieldError("runners", "no runner named")
         if len(set(self.runners)) != len(self.runners):

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from benchbox.errors import UsageError
+from benchbox.errors import UsageError, did_you_mean
 
 if TYPE_CHECKING:
     from benchbox.runners.base import Runner
@@ -95,7 +95,8 @@ class RunnerClasses:
 
     def _class(self, name: str) -> type[Runner]:
         if name not in self.classes:
-            raise UsageError(f"unknown runner '{name}' (runners: {', '.join(self.classes)})")
+            raise UsageError(f"unknown runner '{name}' ({did_you_mean(name, self.classes)}"
+                             f"runners: {', '.join(self.classes)})")
         return self.classes[name]
 
     def check_options(self, name: str, options: dict[str, Any], device: str | None = None) -> None:

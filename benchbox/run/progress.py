@@ -74,6 +74,76 @@ def eta_s(elapsed_s: float, done: int, total: int, cap_s: float | None = None) -
     return left
 
 
+class RunEta:
+    """The time a run has left, moving while a case samples and counting preparation.
+
+    The case in progress: its sampling time left at the rate so far (counting down between
+    updates), or while it validates the mean case time less what it took so far. The cases
+    after it: the mean time of the finished cases (validation and sampling). Preparation
+    (build, compile) counts once it ran; a runner whose preparation is still to come is named
+    in :meth:`left`, since nothing measured in this run says how long it takes.
+    """
+
+    def __init__(self, plan: RunPlan, now: Callable[[], float] = time.monotonic) -> None:
+        self.plan = plan
+        self.now = now
+        self.prepared: dict[str, float] = {}
+        self.preparing: tuple[str, float] | None = None
+        self.case_s: list[float] = []
+        self.case_start: float | None = None
+        self.sampling_left: tuple[float, float] | None = None  # (seconds left, when said)
+        self.done = 0
+
+    def phase(self, phase: str, runner: str | None = None, case: str | None = None) -> None:
+        t = self.now()
+        if self.preparing is not None and phase != "compile":
+            self.prepared[self.preparing[0]] = t - self.preparing[1]
+            self.preparing = None
+        if phase == "compile" and runner:
+            self.preparing = (runner, t)
+        elif phase == "validate" or (phase == "sample" and self.case_start is None):
+            self.case_start, self.sampling_left = t, None
+
+    def sampled(self, left_s: float | None) -> None:
+        self.sampling_left = (left_s, self.now()) if left_s is not None else None
+
+    def case_finished(self) -> None:
+        if self.case_start is not None:
+            self.case_s.append(self.now() - self.case_start)
+        self.case_start, self.sampling_left = None, None
+        self.done += 1
+
+    def left(self) -> tuple[float | None, tuple[str, ...]]:
+        """Seconds left (None before anything says), and the runners whose preparation is still to
+        come and not in that figure."""
+        t = self.now()
+        to_prepare = tuple(r for r in self.plan.runners if r not in self.prepared)
+        current = 0.0
+        in_case = self.case_start is not None
+        mean = sum(self.case_s) / len(self.case_s) if self.case_s else None
+        if self.sampling_left is not None:
+            current = max(0.0, self.sampling_left[0] - (t - self.sampling_left[1]))
+            if mean is None and self.case_start is not None:
+                mean = t - self.case_start + current
+        elif in_case:
+            current = max(0.0, mean - (t - self.case_start)) if mean is not None else 0.0
+        if mean is None:
+            return None, to_prepare
+        after = max(0, self.plan.total_cases - self.done - (1 if in_case else 0))
+        return current + after * mean, to_prepare
+
+
+def eta_text(eta: RunEta | None) -> str:
+    """``run: ≈1:10 left + preparing torch-compile``, or ``""`` while nothing says."""
+    if eta is None:
+        return ""
+    left, to_prepare = eta.left()
+    if left is None:
+        return ""
+    more = f" + preparing {', '.join(to_prepare)}" if to_prepare else ""
+    return f"run: ≈{clock_text(left)} left{more}"
+
+
 def clock_text(seconds: float | None) -> str:
     """``75`` → ``1:15``; None → ``?``."""
     if seconds is None:
@@ -91,8 +161,14 @@ class LineReporter(Reporter):
         # names come from tasks and contracts: control characters are shown, never sent
         self.emit = lambda text: emit(terminal_lines(text))
         self.verbose = verbose
+        self.eta: RunEta | None = None
+
+    def run_started(self, plan: RunPlan) -> None:
+        self.eta = RunEta(plan)
 
     def phase(self, phase: str, runner: str | None = None, case: str | None = None) -> None:
+        if self.eta is not None:
+            self.eta.phase(phase, runner, case)
         if phase in ("calibrate", "control", "reference") or (phase == "compile" and runner):
             what = {"calibrate": "calibrating the harness floors",
                     "control": "timing the control workload",
@@ -102,7 +178,11 @@ class LineReporter(Reporter):
             self.emit(f"{runner} × {case}: {phase}")
 
     def case_finished(self, runner: str, case: str, line: str) -> None:
-        self.emit(line)
+        if self.eta is not None:
+            self.eta.case_finished()
+        more = self.eta is not None and self.eta.done < self.eta.plan.total_cases
+        left = eta_text(self.eta) if more else ""
+        self.emit(f"{line} ({left})" if left else line)
 
     def note(self, text: str) -> None:
         self.emit(text)
@@ -126,13 +206,14 @@ class LiveReporter(Reporter):
         self.what = "starting"
         self.t_phase = time.monotonic()
         self.t_start = time.monotonic()
-        self.sample_times: list[float] = []
+        self.eta: RunEta | None = None
         self.live: Any = None
 
     def run_started(self, plan: RunPlan) -> None:
         from rich.live import Live
 
         self.plan = plan
+        self.eta = RunEta(plan)
         self.t_start = time.monotonic()
         self.live = Live(self, console=self.console, refresh_per_second=4, transient=True)
         self.live.start()
@@ -148,17 +229,10 @@ class LiveReporter(Reporter):
             line.append(f"{self.where} ", "cyan")
         line.append(self.what, "yellow")
         line.append(f" · {clock_text(elapsed)}")
-        run_eta = self._run_eta()
-        if run_eta is not None:
-            line.append(f" · run: ≈{clock_text(run_eta)} of sampling left", "dim")
+        run_eta = eta_text(self.eta)
+        if run_eta:
+            line.append(f" · {run_eta}", "dim")
         return line
-
-    def _run_eta(self) -> float | None:
-        """Sampling time left for the remaining cases, at the mean of the cases sampled so far."""
-        if not self.sample_times or self.plan is None:
-            return None
-        left = self.plan.total_cases - self.done_cases
-        return sum(self.sample_times) / len(self.sample_times) * max(left, 0)
 
     def phase(self, phase: str, runner: str | None = None, case: str | None = None) -> None:
         from benchbox.render.common import terminal
@@ -166,16 +240,20 @@ class LiveReporter(Reporter):
         self.where = terminal(" × ".join(x for x in (runner, case) if x))
         self.what = phase
         self.t_phase = time.monotonic()
+        if self.eta is not None:
+            self.eta.phase(phase, runner, case)
 
     def sampled(self, done: int, total: int) -> None:
         p = self.plan
         cap = p.max_time_s * p.passes if p is not None and p.adaptive and p.max_time_s else None
         left = eta_s(time.monotonic() - self.t_phase, done, total, cap)
+        if self.eta is not None:
+            self.eta.sampled(left)
         self.what = f"sample {done}/{total}{' at most' if p and p.adaptive else ''} ≈{clock_text(left)} left"
 
     def case_finished(self, runner: str, case: str, line: str) -> None:
-        if self.what.startswith("sample"):
-            self.sample_times.append(time.monotonic() - self.t_phase)
+        if self.eta is not None:
+            self.eta.case_finished()
         self.done_cases += 1
         self._print(line)
 

@@ -21,13 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from benchbox.contracts import Contract, load_contract
-from benchbox.errors import FieldError, UsageError, error_line
+from benchbox.errors import FieldError, UsageError, did_you_mean, error_line
 from benchbox.harness import Harness, PhaseTimer
 from benchbox.harness.clocks import HostClock, host_clock
 from benchbox.harness.control import measure_control
 from benchbox.harness.quiet import gc_paused, quieting
 from benchbox.harness.schedule import measured_before, sample, sampling_key
 from benchbox.receipts import build
+from benchbox.receipts.conditions import load_warning
 from benchbox.receipts.io import check_receipt_budget
 from benchbox.receipts.model import Calibration, Receipt, ResultRow
 from benchbox.run.capture import OutputLog
@@ -161,6 +162,9 @@ class _Run:
         self.receipts = self._open_receipts()
         self.log = OutputLog(log_path(self.receipts.paths[0]), self.reporter.captured)
         self.reporter.run_started(self._plan())
+        busy = load_warning(self.receipts.receipts[0].environment.get("load"))
+        if busy:
+            self.reporter.note(busy)
         self._calibrate()
         self.references = self._reference()
         self.harnesses = [Harness(c, self.clock, cfg.load_bound()) for c in self.contracts]
@@ -259,7 +263,7 @@ class _Run:
             unknown = [c for c in cfg.cases if c not in names]
             if unknown:
                 raise FieldError("cases", f"unknown case '{unknown[0]}' for task {task.name} "
-                                          f"(cases: {', '.join(names)})")
+                                          f"({did_you_mean(unknown[0], names)}cases: {', '.join(names)})")
             cases = [c for c in cases if c.name in cfg.cases]
         policy = cfg.sampling()
         check_receipt_budget(len(cfg.runners) * len(cases), policy.limit,

@@ -13,7 +13,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Any
 
-from benchbox.errors import UsageError
+from benchbox.errors import UsageError, did_you_mean
 from benchbox.runners.base import Phases, Runner, RunnerUnavailable
 
 __all__ = ["CliAlias", "Phases", "Runner", "RunnerEntry", "RunnerUnavailable", "RUNNERS", "ENTRIES",
@@ -76,7 +76,8 @@ RUNNERS: dict[str, str] = {name: e.target for name, e in ENTRIES.items()}
 
 def runner_class(name: str) -> type[Runner]:
     if name not in RUNNERS:
-        raise UsageError(f"unknown runner '{name}' (runners: {', '.join(RUNNERS)})")
+        raise UsageError(f"unknown runner '{name}' ({did_you_mean(name, RUNNERS)}"
+                         f"runners: {', '.join(RUNNERS)})")
     mod, _, cls = RUNNERS[name].partition(":")
     return getattr(importlib.import_module(mod), cls)
 

@@ -140,7 +140,7 @@ class TensorRTRunner(EngineBuilding, EngineRuntime, EngineIO, TorchRunner):
         missing = missing_export_packages()
         if missing:
             return (f"{' and '.join(missing)} (to export the model to ONNX) not installed: "
-                    f"pip install 'benchbox[{fl.FLAVOURS[choice.flavour][1]}]'")
+                    f"pip install 'benchbox-contracts[{fl.FLAVOURS[choice.flavour][1]}]'")
         if not device.startswith("cuda"):
             return NEEDS_CUDA
         reason = cuda_reason(device)

@@ -22,7 +22,7 @@ FLAVOURS: dict[str, tuple[str, str]] = {
     "tensorrt_rtx": ("tensorrt_rtx_bindings", "tensorrt-rtx"),
 }
 NOT_INSTALLED = ("neither tensorrt nor tensorrt_rtx_bindings is installed: "
-                 "pip install 'benchbox[tensorrt]' or 'benchbox[tensorrt-rtx]'")
+                 "pip install 'benchbox-contracts[tensorrt]' or 'benchbox-contracts[tensorrt-rtx]'")
 #: compute capability an RTX engine is built for when no option names one and no GPU the
 #: flavour supports is usable (Ada Lovelace: RTX 40-series, L4, L40S)
 DEFAULT_OFFLINE_CAPABILITY = "8.9"
@@ -51,7 +51,7 @@ class FlavourChoice:
         why = dict(self.skipped).get(self.requested, "not installed")
         if why == "not installed":
             return f"flavour {self.requested} needs {module}, which is not installed: " \
-                   f"pip install 'benchbox[{extra}]'"
+                   f"pip install 'benchbox-contracts[{extra}]'"
         return f"flavour {self.requested}: {why}"
 
     def to_dict(self) -> dict[str, Any]:

@@ -9,12 +9,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchbox.errors import UsageError, error_line
+from benchbox.errors import UsageError, did_you_mean, error_line
 from benchbox.tasks.base import GENERIC_GATES, CallTrace, Case, GateResult, InputShape, Task
 
 __all__ = ["GENERIC_GATES", "CallTrace", "Case", "GateResult", "InputShape", "SizeInfo", "Task", "TaskInfo",
-           "MAX_NAME_LENGTH", "check_task_metadata",
+           "MAX_NAME_LENGTH", "BUILTIN_TASK_NAMES", "check_task_metadata",
            "builtin_tasks", "describe_tasks", "load_task"]
+
+
+#: the built-in tasks' names, known without importing them (``builtin_tasks`` imports them)
+BUILTIN_TASK_NAMES = ("decision",)
 
 
 def builtin_tasks() -> dict[str, Callable[..., Task]]:
@@ -40,7 +44,8 @@ def load_task(spec: str, **kwargs: Any) -> Task:
         if factory is None or not callable(factory):
             raise UsageError(f"task={spec}: {mod_name} has no callable '{attr}'")
     else:
-        raise UsageError(f"unknown task '{spec}' (built-in: {', '.join(factories)}; "
+        raise UsageError(f"unknown task '{spec}' ({did_you_mean(spec, factories)}"
+                         f"built-in: {', '.join(factories)}; "
                          "or package.module:factory)")
     try:
         task = factory(**kwargs)

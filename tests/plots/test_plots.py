@@ -121,12 +121,14 @@ def test_quantiles_labels_invalid_and_failed_rows(bad_receipt_path: Path) -> Non
     ax = fig.axes[0]
     ticks = [t.get_text() for t in ax.get_yticklabels()]
     assert ticks.count("torch-eager [invalid]") == 2
-    assert ticks.count("tensorrt [failed]") == 2
+    # a runner that measured nothing in any case is a note, not rows of empty panels
+    assert not any(t.startswith("tensorrt") for t in ticks)
     texts = _texts(fig)
     assert texts.count("invalid: accuracy gates logit_max_abs, prob_max_abs") == 2
-    assert sum(t.startswith("failed: TensorRT needs a CUDA device") for t in texts) == 2
+    assert any("Not drawn, as they measured nothing in any case: tensorrt (failed: TensorRT needs a CUDA "
+               "device" in t for t in texts)
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert any(t.startswith("invalid:") for t in legend) and any(t.startswith("failed:") for t in legend)
+    assert any(t.startswith("invalid:") for t in legend) and not any(t.startswith("failed:") for t in legend)
     # the invalid rows are still drawn (grey), never as a ratio
     assert not any("×" in t for t in texts)
 
@@ -280,3 +282,30 @@ def test_plots_render_headless_without_importing_torch(eager_receipt_path: Path,
     assert facts["pyplot"] is False
     for k in ("quantiles", "stages", "ecdf", "diff"):
         _check_png(tmp / f"sub-{k}.png")
+
+
+@pytest.mark.parametrize("kind", ["quantiles", "stages"])
+def test_the_readme_figures_leave_out_a_runner_that_never_ran_and_say_so(kind: str) -> None:
+    """The committed H200 receipts hold tensorrt rows that failed before a sample (no runtime
+    installed there): the README's figures draw the runners that ran and name tensorrt in a note."""
+    from tests.support import REPO
+
+    path = REPO / "receipts" / ("h200-tiny-fp32.public_task_call_wall.json" if kind == "quantiles"
+                                else "h200-tiny-fp32.model_io_wall.json")
+    assert {(r.runner, r.measured) for r in load_receipt(path).results} >= {("tensorrt", False)}
+    fig = _fig([path], kind)
+    ticks = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert "torch-compile" in ticks and not any("tensorrt" in t for t in ticks)
+    notes = [t for t in _texts(fig) if "Not drawn" in t]
+    assert len(notes) == 1 and "tensorrt (failed: neither tensorrt nor tensorrt_rtx_bindings is installed)" \
+        in notes[0] and "pip install" not in notes[0]
+
+
+def test_a_receipt_where_nothing_measured_still_draws_its_rows(bad_receipt_path: Path) -> None:
+    import dataclasses
+
+    r = load_receipt(bad_receipt_path)
+    failed_only = dataclasses.replace(r, results=tuple(x for x in r.results if x.runner == "tensorrt"))
+    fig = figure(label_receipts([bad_receipt_path], [failed_only]), "quantiles")
+    ticks = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert ticks.count("tensorrt [failed]") == 2 and not any("Not drawn" in t for t in _texts(fig))

@@ -110,7 +110,9 @@ def test_a_receipt_edited_to_another_cpu_is_unreliable_never_slower() -> None:
     d = diff_receipts(base, head)
     row = d.rows[0]
     assert row.verdict == "unreliable" and row.conditions == ("cpu",)
-    assert "cpu (see the notes)" in row.reason and "accept=cpu" in row.reason and "--" not in row.reason
+    # a condition of the whole receipts: named in the row, stated (with how to judge anyway) once
+    assert row.reason == "cpu (see the notes)"
+    assert sum("accept=cpu" in n for n in d.notes) == 1
     env = base.environment
     was = f"cpu {env['cpu']} → Intel Xeon Platinum 8480, cpu_count {env['cpu_count']} → 112"
     assert any(was in n for n in d.notes), d.notes
@@ -398,7 +400,7 @@ def test_markdown_of_a_huge_diff_fits_one_comment() -> None:
     from benchbox.render.diff import MARKDOWN_LIMIT, diff_markdown
 
     rng = np.random.default_rng(16)
-    long = "x" * 300
+    long = "x" * 185  # case names near the 200-character limit a receipt may carry
     keys = [(f"torch-compile-{i % 3}", f"case-{i}-{long}") for i in range(600)]
     picks = {k: [dict(_pick(f"triton_bmm_{j}", 0.1), op=f"op{j}") for j in range(40)] for k in keys}
     other = {k: [dict(_pick("bmm", 0.1), op=f"op{j}") for j in range(40)] for k in keys}

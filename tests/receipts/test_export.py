@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from benchbox import stats
 from benchbox.cli import main
 from benchbox.contracts import STAGES
 from tests.conftest import make_receipt
@@ -94,7 +95,7 @@ def test_missing_package_simulated_names_the_extra(pair: tuple[Path, Path], tmp_
             f"main(['export', {str(pair[0])!r}, '--format', {fmt!r}, '-o', {str(tmp_path / 'x')!r}])\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2
-    want = f"benchbox: error: {package} is not installed: pip install 'benchbox[analysis]'"
+    want = f"benchbox: error: {package} is not installed: pip install 'benchbox-contracts[analysis]'"
     assert r.stderr.strip() == want
 
 
@@ -155,6 +156,7 @@ def _first_samples(receipt: Path, n: int, out: Path) -> None:
         row["samples_ns"] = row["samples_ns"][:n]
         row["stages_ns"] = {k: v[:n] for k, v in row["stages_ns"].items()}
         row["round_sizes"] = [n]
+        row["summary"] = stats.summarize(row["samples_ns"])  # the loader checks it agrees
     out.write_text(json.dumps(doc))
 
 

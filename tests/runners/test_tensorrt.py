@@ -22,7 +22,7 @@ import pytest
 
 trt = pytest.importorskip(
     "tensorrt_rtx_bindings",
-    reason="tensorrt_rtx_bindings is not installed: pip install 'benchbox[tensorrt-rtx]'")
+    reason="tensorrt_rtx_bindings is not installed: pip install 'benchbox-contracts[tensorrt-rtx]'")
 
 from benchbox.contracts import Policy  # noqa: E402
 from benchbox.errors import UsageError  # noqa: E402
@@ -522,13 +522,13 @@ def test_availability_says_precisely_why() -> None:
     forced = availability("tensorrt", "cuda", {"flavour": "tensorrt"})
     if not fl.installed("tensorrt"):
         assert forced == ("flavour tensorrt needs tensorrt, which is not installed: "
-                          "pip install 'benchbox[tensorrt]'")
+                          "pip install 'benchbox-contracts[tensorrt]'")
 
 
 def test_availability_with_simulated_missing_packages(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(trt_module, "missing_export_packages", lambda: ["onnxscript"])
     assert TensorRTRunner.availability("cuda") == ("onnxscript (to export the model to ONNX) not installed: "
-                                                   "pip install 'benchbox[tensorrt-rtx]'")
+                                                   "pip install 'benchbox-contracts[tensorrt-rtx]'")
     monkeypatch.setattr(fl, "installed", lambda flavour: False)
     assert TensorRTRunner.availability("cuda") == NOT_INSTALLED
     assert availability("tensorrt", "cpu") == NOT_INSTALLED
@@ -615,8 +615,9 @@ def test_cli_refuses_an_unsupported_capability_before_measuring(tmp_path: Path) 
 
 
 def test_cli_refuses_current_without_a_supported_gpu_before_calibrating(tmp_path: Path) -> None:
-    """compute_capabilities=current builds for the run's GPU: refused at validation, before the
-    calibration, the export or any receipt (this machine has no GPU)."""
+    """compute_capabilities=current builds for the run's GPU: refused before the calibration, the
+    export or any receipt (this machine has no GPU: the pre-flight device check refuses
+    ``--device cuda`` first; with a CUDA build of torch and no GPU, the option check would)."""
     out = tmp_path / "r.json"
     proc = subprocess.run(
         [sys.executable, "-m", "benchbox", "run", "--runner", "tensorrt", "--device", "cuda",
@@ -624,7 +625,11 @@ def test_cli_refuses_current_without_a_supported_gpu_before_calibrating(tmp_path
         capture_output=True, text=True, timeout=300,
         env={**os.environ, "BENCHBOX_CACHE": str(tmp_path / "cache")})
     assert proc.returncode == 2, proc.stderr[-2000:]
+    from benchbox.run.preflight import gpu_unusable
+
+    no_gpu = gpu_unusable("cuda")
     assert proc.stderr.strip().splitlines()[-1] == (
+        f"benchbox: error: --device: cuda: {no_gpu}" if no_gpu else
         "benchbox: error: tensorrt option compute_capabilities=current: no CUDA device is usable; name one "
         f"({', '.join(fl.rtx_capabilities(trt))})")
     assert "calibrat" not in proc.stderr

@@ -20,7 +20,7 @@ import pytest
 
 trt = pytest.importorskip(
     "tensorrt_rtx_bindings",
-    reason="tensorrt_rtx_bindings is not installed: pip install 'benchbox[tensorrt-rtx]'")
+    reason="tensorrt_rtx_bindings is not installed: pip install 'benchbox-contracts[tensorrt-rtx]'")
 
 import torch  # noqa: E402
 

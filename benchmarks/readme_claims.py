@@ -1,0 +1,336 @@
+"""The figures README.md and docs/ state, each checked against what it comes from.
+
+Run: python -m benchmarks.readme_claims [--rerun] [--list]
+
+Every claim names its file, the sentence it is stated in (a pattern whose groups are the
+figures), and its source: a committed result (a receipt, a benchmarks/results-*.json), a
+constant or function of the code, or a command to rerun. Without ``--rerun`` only the cheap
+claims are checked (seconds; tests/test_readme_claims.py runs them in CI); ``--rerun`` also
+reruns the benchmarks behind the others (minutes to hours; timings are compared only at the
+load they were stated at). Exit 1 when a figure and its source disagree, or a claim's
+sentence is no longer in its file (so an edited figure cannot drop out of the check); each
+problem on one line. ``--list`` prints every claim and its source.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Figures stated in ``file`` (the groups of ``pattern``) and how to get them from the source."""
+
+    name: str
+    file: str
+    pattern: str
+    source: str
+    actual: Callable[[], tuple[str, ...]]
+    #: needs a rerun of something slow (not checked in CI)
+    rerun: bool = False
+    #: the figures are numbers compared as such (``1e-3`` states ``0.001``)
+    numeric: bool = False
+
+
+def text_of(file: str) -> str:
+    """A file's text with runs of whitespace as one space (sentences wrap across lines)."""
+    return re.sub(r"\s+", " ", (REPO / file).read_text())
+
+
+def stated(claim: Claim) -> tuple[str, ...] | None:
+    m = re.search(claim.pattern, text_of(claim.file))
+    return None if m is None else m.groups()
+
+
+def problem(claim: Claim) -> str | None:
+    """Why the text and the source disagree, or None."""
+    said = stated(claim)
+    if said is None:
+        return f"{claim.name}: its sentence is not in {claim.file} any more (pattern {claim.pattern!r})"
+    try:
+        got = claim.actual()
+    except Exception as e:  # a source that cannot be read is a failed check, said in one line
+        return f"{claim.name}: cannot read {claim.source}: {type(e).__name__}: {e}"
+    same = (len(said) == len(got) and all(float(a) == float(b) for a, b in zip(said, got))
+            if claim.numeric else tuple(said) == tuple(got))
+    if not same:
+        return f"{claim.name}: {claim.file} says {', '.join(said)}; {claim.source} gives {', '.join(got)}"
+    return None
+
+
+# -- sources ------------------------------------------------------------------------------------
+
+def _json(path: str) -> dict:
+    return json.loads((REPO / path).read_text())
+
+
+def _p50s_ms(path: str, runner: str) -> list[float]:
+    return [r["summary"]["p50_ns"] / 1e6 for r in _json(path)["results"]
+            if r["runner"] == runner and r["status"] == "valid"]
+
+
+def _range(values: list[float], digits: int) -> tuple[str, str]:
+    return f"{min(values):.{digits}f}", f"{max(values):.{digits}f}"
+
+
+def compiled_model_and_call() -> tuple[str, ...]:
+    io = _p50s_ms("receipts/h200-tiny-fp32.model_io_wall.json", "torch-compile")
+    call = _p50s_ms("receipts/h200-tiny-fp32.public_task_call_wall.json", "torch-compile")
+    return (*_range(io, 2), *_range(call, 2))
+
+
+def arrival_sweep() -> tuple[str, ...]:
+    def p50_us(name: str) -> float:
+        (row,) = _json(f"receipts/h200-sweep/gap/cuda/{name}.json")["results"]
+        return row["summary"]["p50_ns"] / 1e3
+
+    return (f"{p50_us('model_io_wall.back-to-back'):.0f}", f"{p50_us('model_io_wall.gap-20ms-sleep'):.0f}",
+            f"{p50_us('device_compute.back-to-back'):.0f}")
+
+
+def autotune_flips() -> tuple[str, ...]:
+    compiles = _json("benchmarks/results-h200-autotune-flips.json")["compiles"]
+    changed = {sum(a != b for a, b in zip(prev["picks"], this["picks"]))
+               for prev, this in zip(compiles, compiles[1:])}
+    if len(changed) != 1:  # the sentence says "each ... at N sites": one count for every compile
+        return (str(len(compiles) - 1), "/".join(map(str, sorted(changed))), str(len(compiles[0]["picks"])))
+    return str(len(compiles) - 1), str(changed.pop()), str(len(compiles[0]["picks"]))
+
+
+def diff_simulation() -> tuple[str, ...]:
+    cells = _json("benchmarks/results-diff-calibration.json")["cells"]
+    old2 = max(c["old_rule"]["false_alarm"] for c in cells if c["K"] == 2)
+    old3 = max(c["old_rule"]["false_alarm"] for c in cells if c["K"] == 3)
+    old_cov = min(c["old_rule"]["coverage"] for c in cells if c.get("old_rule"))
+    new = max(c["false_alarm"] for c in cells)
+    return tuple(f"{100 * v:.0f}" for v in (old2, old3, old_cov, new))
+
+
+def ci_recipe_detects() -> tuple[str, ...]:
+    cells = {c["sigma"]: c for c in _json("benchmarks/results-diff-calibration.json")["cells"] if c["K"] == 5}
+    return tuple(f"{100 * cells[s]['detectable_median']:.0f}" for s in (0.02, 0.05, 0.10))
+
+
+def h200_resolution() -> tuple[str, ...]:
+    """benchbox diff on the kept receipts of the H200 +10% call: the detectable change it states."""
+    from benchbox.receipts import load_receipt
+    from benchbox.receipts.diff import DiffOptions, diff_receipts
+
+    kept = REPO / "benchmarks" / "kept" / "h200-ci-slow"
+    base, head = (load_receipt(kept / f"rest+slow-0-{side}.json") for side in ("base", "head"))
+    d = diff_receipts(base, head, DiffOptions())
+    return (f"{100 * d.rows[0].metrics[0].detectable:.1f}",)
+
+
+def noise_remedies_h200() -> tuple[str, ...]:
+    c = _json("benchmarks/results-noise-remedies-h200.json")["configs"]
+
+    def sd(name: str) -> float:
+        return c[name]["components"]["public_task_call_wall"]["between_processes"]
+
+    others = [sd(n) for n in ("threads1", "one_core", "hash_seed", "gc_off")]
+    return (f"{sd('default'):.2f}", f"{sd('warmup50'):.2f}", f"{min(others):.2f}", f"{max(others):.2f}")
+
+
+def matmul_isolated_and_saturated() -> tuple[str, ...]:
+    w = _json("benchmarks/results-h200-truth.json")["workloads"]["matmul"]
+    keys = ("benchbox_device_compute", "benchbox_device_throughput")
+    return tuple(f"{w[k]['p50_ns'] / 1e3:.0f}" for k in keys)
+
+
+def changepoint_histories() -> tuple[str, ...]:
+    """Histories whose step was found at its commit; histories and series with a change point
+    without a step (from the committed runs)."""
+    runs = _json("benchmarks/results-changepoints.json")["runs"]
+    found = sum(any(c[2] == r["step_at"] for c in r["step"]["changes"]) for r in runs)
+    flat = sum(bool(r["flat"]["changes"]) for r in runs)
+    return str(found), str(flat), str(len(runs)), str(sum(len(r["flat"]["changes"]) for r in runs))
+
+
+def decision_inputs() -> tuple[str, ...]:
+    from benchbox.tasks.decision.task import DecisionTask
+
+    return (str(len(DecisionTask.input_names)),)
+
+
+def parameter_counts() -> tuple[str, ...]:
+    from benchbox.tasks.decision.spec import SIZES, parameter_count
+
+    return tuple(f"{parameter_count(SIZES[s]):,}" for s in ("tiny", "small", "base", "large"))
+
+
+def receipt_budget() -> tuple[str, ...]:
+    from benchbox.receipts.io import max_samples_per_row
+
+    return tuple(f"{max_samples_per_row(n):,}" for n in (1, 100, 200))
+
+
+def p99_samples() -> tuple[str, ...]:
+    from benchbox.stats import min_n_for_ci
+
+    return str(min_n_for_ci(0.99)), str(min_n_for_ci(0.99, alternative="less"))
+
+
+def gates() -> tuple[str, ...]:
+    from benchbox.tasks.decision.task import GATES
+
+    return tuple(f"{GATES[d][g]:g}" for d in ("float32", "float16", "bfloat16")
+                 for g in ("logit_max_abs", "prob_max_abs"))
+
+
+def fuzz_examples() -> tuple[str, ...]:
+    m = re.search(r'BENCHBOX_FUZZ_EXAMPLES", "(\d+)"', (REPO / "tests" / "test_fuzz.py").read_text())
+    n = int(m.group(1)) if m else -1
+    return f"{n:,}", f"{2 * n:,}"
+
+
+def log_tail() -> tuple[str, ...]:
+    from benchbox.run.capture import REPORT_CHARS
+
+    return (f"{REPORT_CHARS:,}",)
+
+
+def changepoints_rerun() -> tuple[str, ...]:
+    """Rerun benchmarks/changepoints.py over 100 histories (seeded: any machine gives the same)."""
+    with_out = REPO / "benchmarks" / ".readme-claims-changepoints.json"
+    subprocess.run([sys.executable, "-m", "benchmarks.changepoints", "--histories", "100", "--out",
+                    str(with_out)], cwd=REPO, check=True, capture_output=True)
+    s = json.loads(with_out.read_text())["summary"]
+    with_out.unlink()
+    return _changepoint_figures(s)
+
+
+def changepoints_committed() -> tuple[str, ...]:
+    return _changepoint_figures(_json("benchmarks/results-changepoints.json")["summary"])
+
+
+def _changepoint_figures(s: dict) -> tuple[str, ...]:
+    n = s["histories"]
+    return (f"{s['per_step_diff_alarms_without_a_step']:.1%}",
+            f"{round(s['diff_says_slower_at_the_step'] * n)}")
+
+
+def first_run_time() -> tuple[str, ...]:
+    """Times the main job; compared only at the load its figure was stated at (average ≤ 1.5)."""
+    out = subprocess.run([sys.executable, "-m", "benchmarks.first_run_time"], cwd=REPO, check=True,
+                         capture_output=True, text=True)
+    r = json.loads(out.stdout)
+    load = max(r["cold"]["loadavg_before"][0], r["cold"]["loadavg_after"][0])
+    if load > 1.5:
+        raise RuntimeError(f"load average {load:.1f} is above the 1.5 the figure was stated at; "
+                           f"measured {r['cold']['wall_s']:.0f} s cold, {r['warm']['wall_s']:.0f} s warm")
+    said = stated(CLAIMS_BY_NAME["first run time"]) or ("0", "0")
+    cold, warm = r["cold"]["wall_s"], r["warm"]["wall_s"]
+    near = [abs(float(s) - m) <= 0.25 * float(s) for s, m in zip(said, (cold, warm))]
+    return tuple(s if ok else f"{m:.0f}" for s, m, ok in zip(said, (cold, warm), near))
+
+
+# -- the claims ---------------------------------------------------------------------------------
+
+CLAIMS: tuple[Claim, ...] = (
+    Claim("compiled model vs public call", "README.md",
+          r"under `model_io_wall` the compiled model takes ([\d.]+)–([\d.]+) ms, but the complete public "
+          r"call it belongs to takes ([\d.]+)–([\d.]+) ms",
+          "receipts/h200-tiny-fp32.{model_io_wall,public_task_call_wall}.json (torch-compile p50s)",
+          compiled_model_and_call),
+    Claim("arrival changes model_io_wall", "README.md",
+          r"`model_io_wall` p50 went from (\d+) µs back to back to (\d+) µs with 20 ms of sleep between "
+          r"calls, while `device_compute` stayed at (\d+) µs",
+          "receipts/h200-sweep/gap/cuda/ (back-to-back and gap-20ms-sleep p50s)", arrival_sweep),
+    Claim("autotune flips", "README.md",
+          r"each of the (\d+) later fresh compiles of identical code picked another Triton launch "
+          r"configuration than the compile before at (\d+) of the (\d+) batched-matmul sites",
+          "benchmarks/results-h200-autotune-flips.json", autotune_flips),
+    Claim("diff engine against the rule it replaced", "README.md",
+          r"raised false alarms in up to (\d+)% of identical diffs with 2 rounds a side \((\d+)% with 3\) "
+          r"and covered the true ratio in as few as (\d+)% of them; Welch's t on processes raised at most "
+          r"(\d+)% in every cell", "benchmarks/results-diff-calibration.json (cells)", diff_simulation),
+    Claim("CI recipe's detectable change", "README.md",
+          r"with 5 processes a side a change of (\d+)% is detected \(80% power\) at 2% drift between "
+          r"processes, (\d+)% at 5%, (\d+)% at 10%",
+          "benchmarks/results-diff-calibration.json (K = 5, detectable_median)", ci_recipe_detects),
+    Claim("resolution line on an H200", "README.md", r"could detect changes of ([\d.]+)%",
+          "benchbox diff of benchmarks/kept/h200-ci-slow/rest+slow-0-{base,head}.json", h200_resolution),
+    Claim("quietening remedies on an H200", "README.md",
+          r"processes of the tiny task's public call was ([\d.]+) by default, ([\d.]+) with a longer warm-up "
+          r"\(`--warmup 50`\), and ([\d.]+)–([\d.]+) with one thread",
+          "benchmarks/results-noise-remedies-h200.json (between_processes)", noise_remedies_h200),
+    Claim("matmul isolated vs saturated", "README.md",
+          r"a 4096³ matmul on an H200: (\d+) µs isolated, (\d+) µs saturated",
+          "benchmarks/results-h200-truth.json (matmul: device_compute, device_throughput p50)",
+          matmul_isolated_and_saturated),
+    Claim("change points: histories", "README.md",
+          r"found at exactly its commit in all (\d+); (\d+) of the (\d+) histories without a step had a "
+          r"change point \((\d+) of 400 series",
+          "benchmarks/results-changepoints.json (runs)", changepoint_histories),
+    Claim("the decision task's inputs", "README.md", r"the decision task's (\d+) inputs are packed",
+          "benchbox.tasks.decision.task.DecisionTask.input_names", decision_inputs),
+    Claim("parameter counts", "README.md",
+          r"\| `tiny` \| ([\d,]+) \|.*?\| `small` \| ([\d,]+) \|.*?\| `base` \| ([\d,]+) \|.*?"
+          r"\| `large` \| ([\d,]+) \|",
+          "benchbox.tasks.decision.spec.parameter_count (from the shapes)", parameter_counts),
+    Claim("receipt size budget", "README.md",
+          r"at most ([\d,]+) samples for 1 \(runner, case\) row, ([\d,]+) per row for 100 rows, "
+          r"([\d,]+) per row for 200 rows",
+          "benchbox.receipts.io.max_samples_per_row", receipt_budget),
+    Claim("receipt size budget (reliability)", "README.md",
+          r"e\.g\. at most ([\d,]+) samples per row for 100 rows",
+          "benchbox.receipts.io.max_samples_per_row(100)", lambda: (receipt_budget()[1],)),
+    Claim("p99 interval sample counts", "README.md",
+          r"a two-sided 95% p99 interval needs (\d+) samples.*?from (\d+) samples `p99_upper_ns`",
+          "benchbox.stats.min_n_for_ci", p99_samples),
+    Claim("accuracy gates", "README.md",
+          r"float32 ([\de.-]+) / ([\de.-]+), float16 ([\de.-]+) / ([\de.-]+), bfloat16 ([\d.]+) / ([\d.]+)",
+          "benchbox.tasks.decision.task.GATES", gates, numeric=True),
+    Claim("fuzz examples in CI", "README.md",
+          r"CI feeds ([\d,]+) mutants per loader \(([\d,]+) in all",
+          "tests/test_fuzz.py (BENCHBOX_FUZZ_EXAMPLES default)", fuzz_examples),
+    Claim("log tail in the runner report", "README.md",
+          r"each runner report's `log` \(the last ([\d,]+) characters",
+          "benchbox.run.capture.REPORT_CHARS", log_tail),
+    Claim("log tail in the runner report (API)", "docs/api.md",
+          r"the last ([\d,]+) characters in `text`", "benchbox.run.capture.REPORT_CHARS", log_tail),
+    Claim("change points: committed result", "README.md",
+          r"per-step diffs judged ([\d.]+%) of all steps slower or faster with nothing changed.*?"
+          r"said `slower` at the step in (?:all )?(\d+)",
+          "benchmarks/results-changepoints.json", changepoints_committed),
+    Claim("change points: rerun", "README.md",
+          r"per-step diffs judged ([\d.]+%) of all steps slower or faster with nothing changed.*?"
+          r"said `slower` at the step in (?:all )?(\d+)",
+          "python -m benchmarks.changepoints --histories 100", changepoints_rerun, rerun=True),
+    Claim("first run time", "README.md",
+          r"Its run took (\d+) s with an empty compile cache and (\d+) s with it warm on a 2-core "
+          r"machine at load average 1–1\.5",
+          "python -m benchmarks.first_run_time (at load average ≤ 1.5)", first_run_time, rerun=True),
+)
+CLAIMS_BY_NAME = {c.name: c for c in CLAIMS}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rerun", action="store_true", help="also rerun the slow sources (minutes to hours)")
+    ap.add_argument("--list", action="store_true", help="print every claim and its source, check nothing")
+    args = ap.parse_args()
+    if args.list:
+        for c in CLAIMS:
+            print(f"{c.file}: {c.name} ← {c.source}{' (rerun)' if c.rerun else ''}")
+        return
+    checked = [c for c in CLAIMS if args.rerun or not c.rerun]
+    problems = [p for p in (problem(c) for c in checked) if p]
+    for p in problems:
+        print(p)
+    print(f"{len(checked) - len(problems)} of {len(checked)} claims agree with their sources")
+    sys.exit(1 if problems else 0)
+
+
+if __name__ == "__main__":
+    main()
