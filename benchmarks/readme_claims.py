@@ -147,13 +147,23 @@ def matmul_isolated_and_saturated() -> tuple[str, ...]:
     return tuple(f"{w[k]['p50_ns'] / 1e3:.0f}" for k in keys)
 
 
+def _changepoint_figures(result: dict) -> tuple[str, ...]:
+    """The change-point paragraph's figures, from a run of benchmarks/changepoints.py (its runs)."""
+    from benchmarks.changepoints import summarize
+
+    s = summarize(result["runs"])
+    n = s["histories"]
+    count = [str(round(s[k] * n)) for k in ("step_found_at_its_commit", "step_found_exactly_and_alone",
+                                            "step_found_within_one_commit",
+                                            "change_point_at_the_step_judged_slower",
+                                            "no_step_histories_with_a_change_point")]
+    return (*count, str(s["no_step_change_points"]), str(s["no_step_change_points_judged_slower_or_faster"]),
+            str(round(s["single_run_diff_says_slower_at_the_step"] * n)),
+            str(sum(s["single_run_step_verdicts_without_a_step"].values())))
+
+
 def changepoint_histories() -> tuple[str, ...]:
-    """Histories whose step was found at its commit; histories and series with a change point
-    without a step (from the committed runs)."""
-    runs = _json("benchmarks/results-changepoints.json")["runs"]
-    found = sum(any(c[2] == r["step_at"] for c in r["step"]["changes"]) for r in runs)
-    flat = sum(bool(r["flat"]["changes"]) for r in runs)
-    return str(found), str(flat), str(len(runs)), str(sum(len(r["flat"]["changes"]) for r in runs))
+    return _changepoint_figures(_json("benchmarks/results-changepoints.json"))
 
 
 def decision_inputs() -> tuple[str, ...]:
@@ -204,19 +214,9 @@ def changepoints_rerun() -> tuple[str, ...]:
     with_out = REPO / "benchmarks" / ".readme-claims-changepoints.json"
     subprocess.run([sys.executable, "-m", "benchmarks.changepoints", "--histories", "100", "--out",
                     str(with_out)], cwd=REPO, check=True, capture_output=True)
-    s = json.loads(with_out.read_text())["summary"]
+    result = json.loads(with_out.read_text())
     with_out.unlink()
-    return _changepoint_figures(s)
-
-
-def changepoints_committed() -> tuple[str, ...]:
-    return _changepoint_figures(_json("benchmarks/results-changepoints.json")["summary"])
-
-
-def _changepoint_figures(s: dict) -> tuple[str, ...]:
-    n = s["histories"]
-    return (f"{s['per_step_diff_alarms_without_a_step']:.1%}",
-            f"{round(s['diff_says_slower_at_the_step'] * n)}")
+    return _changepoint_figures(result)
 
 
 def first_run_time() -> tuple[str, ...]:
@@ -236,6 +236,12 @@ def first_run_time() -> tuple[str, ...]:
 
 # -- the claims ---------------------------------------------------------------------------------
 
+#: the paragraph benchmarks/changepoints.py writes (``--readme``); it checks the whole text too
+CHANGEPOINTS = (r"found as a change point at exactly its commit in (\d+) of \d+ histories \(and nowhere else "
+                r"in (\d+) of \d+\), within one commit in (\d+) of \d+, and benchbox diff on up to 10 runs "
+                r"either side judged it `slower` in (\d+) of \d+\. (\d+) of \d+ histories without a step had "
+                r"a change point \((\d+) in all, (\d+) of them judged slower or faster.*?said `slower` at "
+                r"the step in (\d+) of \d+, and without a step gave, of (\d+) steps")
 CLAIMS: tuple[Claim, ...] = (
     Claim("compiled model vs public call", "README.md",
           r"under `model_io_wall` the compiled model takes ([\d.]+)–([\d.]+) ms, but the complete public "
@@ -268,10 +274,6 @@ CLAIMS: tuple[Claim, ...] = (
           r"a 4096³ matmul on an H200: (\d+) µs isolated, (\d+) µs saturated",
           "benchmarks/results-h200-truth.json (matmul: device_compute, device_throughput p50)",
           matmul_isolated_and_saturated),
-    Claim("change points: histories", "README.md",
-          r"found at exactly its commit in all (\d+); (\d+) of the (\d+) histories without a step had a "
-          r"change point \((\d+) of 400 series",
-          "benchmarks/results-changepoints.json (runs)", changepoint_histories),
     Claim("the decision task's inputs", "README.md", r"the decision task's (\d+) inputs are packed",
           "benchbox.tasks.decision.task.DecisionTask.input_names", decision_inputs),
     Claim("parameter counts", "README.md",
@@ -299,13 +301,9 @@ CLAIMS: tuple[Claim, ...] = (
           "benchbox.run.capture.REPORT_CHARS", log_tail),
     Claim("log tail in the runner report (API)", "docs/api.md",
           r"the last ([\d,]+) characters in `text`", "benchbox.run.capture.REPORT_CHARS", log_tail),
-    Claim("change points: committed result", "README.md",
-          r"per-step diffs judged ([\d.]+%) of all steps slower or faster with nothing changed.*?"
-          r"said `slower` at the step in (?:all )?(\d+)",
-          "benchmarks/results-changepoints.json", changepoints_committed),
-    Claim("change points: rerun", "README.md",
-          r"per-step diffs judged ([\d.]+%) of all steps slower or faster with nothing changed.*?"
-          r"said `slower` at the step in (?:all )?(\d+)",
+    Claim("change points: committed result", "README.md", CHANGEPOINTS,
+          "benchmarks/results-changepoints.json (runs)", changepoint_histories),
+    Claim("change points: rerun", "README.md", CHANGEPOINTS,
           "python -m benchmarks.changepoints --histories 100", changepoints_rerun, rerun=True),
     Claim("first run time", "README.md",
           r"Its run took (\d+) s with an empty compile cache and (\d+) s with it warm on a 2-core "
