@@ -74,7 +74,8 @@ for side in "${sides[@]}"; do join "$side"; done
 [ -f "$out/baseline.json" ] && cp "$out/baseline.json" "$out/base.json"
 
 # the workflow writes diff.md to the step summary itself, on every path
-env -u GITHUB_STEP_SUMMARY $benchbox diff "$out/base.json" "$out/head.json" --format markdown ${BENCHBOX_DIFF_ARGS:-} \
+# run in OUT_DIR, so the report names the receipts base.json and head.json, not runner paths
+(cd "$out" && env -u GITHUB_STEP_SUMMARY $benchbox diff base.json head.json --format markdown ${BENCHBOX_DIFF_ARGS:-}) \
   > "$out/diff.body" 2> "$out/diff.err"
 code=$?
 if [ ! -s "$out/diff.body" ]; then

@@ -31,12 +31,12 @@ if [ ! -f "$out/base.json" ] || [ ! -f "$out/head.json" ]; then
   exit 2
 fi
 
-env -u GITHUB_STEP_SUMMARY $benchbox diff "$out/base.json" "$out/head.json" --format markdown "$@" \
+# run in RECEIPTS_DIR, so the report names the receipts base.json and head.json, not runner paths
+(cd "$out" && env -u GITHUB_STEP_SUMMARY $benchbox diff base.json head.json --format markdown "$@") \
   > "$out/verdict.body" 2> "$out/verdict.err"
 code=$?
 if [ ! -s "$out/verdict.body" ]; then
-  { printf '### benchbox: comparison refused\n\n'; sed -e "s#$out/##g" "$out/verdict.err" | fenced; } \
-    > "$out/verdict.body"
+  { printf '### benchbox: comparison refused\n\n'; fenced < "$out/verdict.err"; } > "$out/verdict.body"
 fi
 { echo '<!-- benchbox-diff -->'; cat "$out/verdict.body"; } > "$report"
 exit "$code"

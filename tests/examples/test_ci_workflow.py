@@ -137,6 +137,7 @@ def test_verdict_sh_recomputes_the_diff_and_ignores_what_the_measuring_job_wrote
     assert p.returncode == direct.returncode != int(forged), p.stderr
     report = (tmp_path / "verdict.md").read_text()
     assert report.startswith("<!-- benchbox-diff -->\n") and "torch" in report
+    assert "base.json → head.json" in report and str(tmp_path) not in report  # relative names
 
 
 def test_verdict_sh_without_receipts_fails_and_fences_the_failure_text(tmp_path: Path) -> None:
