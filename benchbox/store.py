@@ -425,6 +425,7 @@ class Store:
         or edited) is loaded and passes only if its content still has its identity. Returns how
         many receipts were checked.
         """
+        self._tidy()
         index = self.index()
         for ident, digest in zip(index.get_column("identity").to_list(),
                                  index.get_column("file_sha256").to_list()):
@@ -568,6 +569,15 @@ class Store:
             raise UsageError(f"{path}: its content does not match its identity (edited after it was "
                              f"stored?); restore it, or remove it: benchbox store rm {ident[:16]}")
         return receipt, hashlib.sha256(blob).hexdigest()
+
+    def _tidy(self) -> None:
+        """Remove a killed writer's temporary files now, if the store can be locked (a read-only
+        store is left as it is)."""
+        try:
+            with self._lock():
+                self._clean_tmp()
+        except UsageError:
+            pass
 
     def _clean_tmp(self) -> None:
         """Remove temporary files a killed writer left (called under the lock: no writer is active)."""

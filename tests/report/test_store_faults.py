@@ -156,6 +156,9 @@ def test_temporary_files_a_killed_writer_left_are_removed_under_the_lock(small: 
     keep.write_text("x")
     store.add(small[1:2])
     assert not any(f.exists() for f in left) and keep.exists()
+    # and by report's check, which writes nothing else
+    left[0].write_bytes(b"half")
+    assert store.verify() == 2 and not left[0].exists()
 
 
 # -- store add: what is not a receipt, what is unfinished ----------------------------------------
