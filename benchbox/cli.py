@@ -46,7 +46,7 @@ FLAGS: dict[str, dict[str, str]] = {
               "max_backlog": "--max-backlog", "max_queue_ms": "--max-queue", "gaps_ms": "--gap",
               "rates": "--rate", "idles": "--idle", "settle_s": "--settle-s"},
     "report": {"threshold": "--threshold", "metric": "--metric", "alpha": "--alpha",
-               "max_pvalue": "--max-pvalue", "min_change": "--min-change"},
+               "max_pvalue": "--max-pvalue", "min_change": "--min-change", "commit_url": "--commit-url"},
     "tasks": {"task": "--task"},
     "runners": {"device": "--device"},
     "selfcheck": {"runner": "--runner", "device": "--device", "flavours": "--flavour",
@@ -823,21 +823,66 @@ def store() -> None:
     """A local store of receipts: the history that `benchbox report` draws."""
 
 
+def _store_option(help: str) -> Any:
+    return click.option("--store", "root", envvar="BENCHBOX_STORE", default="benchbox-store",
+                        show_default=True, type=click.Path(path_type=Path), help=help)
+
+
 @store.command("add")
 @click.argument("receipts", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--store", "root", envvar="BENCHBOX_STORE", default="benchbox-store", show_default=True,
-              type=click.Path(path_type=Path),
-              help="Store directory (created when missing); also from $BENCHBOX_STORE.")
+@_store_option("Store directory (created when missing); also from $BENCHBOX_STORE.")
 def store_add(receipts: tuple[Path, ...], root: Path) -> None:
-    """Add receipts to a store; a receipt already there is not stored twice."""
+    """Add receipts to a store; a receipt already there is not stored twice.
+
+    A file that is not a receipt (an export beside the receipts, say) is skipped with a
+    warning; an incomplete receipt (its run stopped, or still writing it) is stored with one.
+    """
     from benchbox.store import Store
 
     result = Store(root).add(receipts)
+    for path, why in result.skipped:
+        _echo(f"benchbox: warning: skipped {path}: {why.removeprefix(f'{path}: ')}", err=True)
+    for path in result.incomplete:
+        _echo(f"benchbox: warning: {path} is an incomplete receipt (its run stopped, or is still writing "
+              "it); stored as it is", err=True)
     for e in result.added:
         _echo(f"added   {e.identity[:16]}  {e.source}")
     for e in result.present:
         _echo(f"present {e.identity[:16]}  {e.source}")
-    _echo(f"{len(result.added)} added, {len(result.present)} already in {root}")
+    skipped = f", {len(result.skipped)} skipped (not receipts)" if result.skipped else ""
+    _echo(f"{len(result.added)} added, {len(result.present)} already in {root}{skipped}")
+
+
+def _existing_store(root: Path) -> Any:
+    from benchbox.store import MARKER, Store
+
+    if not (root / MARKER).is_file():
+        raise UsageError(f"{root}: no such receipt store (benchbox store add RECEIPT... makes one)")
+    return Store(root)
+
+
+@store.command("list")
+@_store_option("Store directory; also from $BENCHBOX_STORE.")
+def store_list(root: Path) -> None:
+    """List the stored receipts, oldest first: identity, time, commit, task, contract, device."""
+    stored = _existing_store(root).receipts()
+    for s in stored:
+        state = "" if s.complete else "  (incomplete)"
+        cell = f"  [{s.matrix_cell}]" if s.matrix_cell else ""
+        _echo(f"{s.identity[:16]}  {s.created_at or '-'}  {(s.commit or '-')[:12]}  {s.task}/{s.size}  "
+              f"{s.contract}  {s.device}  {s.n_results} rows{cell}{state}")
+    _echo(f"{len(stored)} receipts in {root}")
+
+
+@store.command("rm")
+@click.argument("identities", nargs=-1, required=True)
+@_store_option("Store directory; also from $BENCHBOX_STORE.")
+def store_rm(identities: tuple[str, ...], root: Path) -> None:
+    """Remove receipts from a store, each named by its identity or a unique prefix (8+ digits)."""
+    gone = _existing_store(root).remove(identities)
+    for ident in gone:
+        _echo(f"removed {ident[:16]}")
+    _echo(f"{len(gone)} removed from {root}")
 
 
 @main.command()
@@ -855,9 +900,11 @@ def store_add(receipts: tuple[Path, ...], root: Path) -> None:
               help="Change points: the t-test p-value a change must reach.")
 @click.option("--min-change", default=None, metavar="PCT",
               help="Change points: the smallest change kept (default: --threshold).")
+@click.option("--commit-url", default=None, metavar="TEMPLATE",
+              help="Link every commit: a URL with {commit}, e.g. https://github.com/ORG/REPO/commit/{commit}.")
 def report(store_dir: Path, output: Path, threshold: str, metric: str, alpha: float, max_pvalue: float,
-           min_change: str | None) -> None:
-    """Write a static site of a store's history: trends, diff steps and change points."""
+           min_change: str | None, commit_url: str | None) -> None:
+    """Write a static site of a store's history: trends, change points and their diff verdicts."""
     from benchbox.receipts.diff import DiffOptions
     from benchbox.report import Detector, build_report
 
@@ -871,12 +918,12 @@ def report(store_dir: Path, output: Path, threshold: str, metric: str, alpha: fl
     opts = DiffOptions(threshold=th, metric=metric, alpha=alpha)
     least = th if min_change is None else pct(min_change, "--min-change")
     det = Detector(max_pvalue=max_pvalue, min_change=least)
-    r = build_report(store_dir, output, opts, det)
+    r = build_report(store_dir, output, opts, det, commit_url=commit_url)
     _echo(f"wrote {r.out}/index.html: {len(r.pages)} page(s), {r.series} series, {r.points} points, "
-               f"{r.receipts} receipts, {r.diffs} diffs, {len(r.changes)} change point(s)")
+          f"{r.receipts} receipts, {len(r.changes)} change point(s)")
     for c in r.changes:
         _echo(f"  change {c.change:+.1%} at {(c.commit or 'no commit')[:12]}: {c.case} · {c.runner} "
-                   f"({c.group}) in {c.page}; diff verdict {c.verdict}")
+              f"({c.group}) in {c.page}; diff verdict {c.verdict} ({c.runs[0]} v {c.runs[1]} runs)")
 
 
 if __name__ == "__main__":  # pragma: no cover

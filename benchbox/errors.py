@@ -45,6 +45,12 @@ def first_line(e: BaseException | str, limit: int = 500) -> str:
     return line[:limit]
 
 
+def last_line(text: str, limit: int = 500, empty: str = "no output") -> str:
+    """The last non-empty line of a tool's output (where its final error stands), cut to ``limit``."""
+    lines = [x.strip() for x in text.splitlines() if x.strip()]
+    return (lines[-1] if lines else empty)[:limit]
+
+
 def error_line(e: BaseException, limit: int = 500) -> str:
     """``Class: first line`` of an error, for reasons recorded in receipts."""
     msg = first_line(e, limit) if str(e).strip() else ""

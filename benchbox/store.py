@@ -9,10 +9,18 @@ Layout of a store directory::
 
 ``<id>`` is :func:`receipt_identity`, so adding a receipt twice stores it once. The
 Parquet tables are derived from the receipts and rewritten atomically; a table that
-is missing or behind the receipts directory (a crash between the two writes, a file
-copied in by hand) is brought up to date on the next :meth:`Store.add` or
-:meth:`Store.sync`. Receipts measured under different contracts, tasks, sizes, dtypes
-or devices never share a series: ``series`` in the rows table names all of them.
+is missing, unreadable or behind the receipts directory (a crash between the two writes,
+a damaged file, a file copied in by hand) is rebuilt from ``receipts/`` on the next read,
+:meth:`Store.add` or :meth:`Store.sync`.
+
+Faults it survives: a store is created whole (built in a hidden folder beside it, then
+renamed into place), so a crash leaves either no store or a usable one, and concurrent first
+writers all find the same store; every write holds the store's lock, under which temporary
+files a killed writer left are removed; the index records each receipt file's sha256, and
+:meth:`Store.verify` (run by ``benchbox report``) refuses a stored receipt edited since.
+
+Receipts measured under different contracts, tasks, sizes, dtypes or devices never share a
+series: ``series`` in the rows table names all of them.
 
 Nothing here imports torch; polars is imported by the methods that read or write Parquet.
 """
@@ -23,6 +31,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -33,7 +42,7 @@ from typing import Any
 
 from benchbox import stats
 from benchbox.errors import MissingExtraError, UsageError
-from benchbox.receipts.io import load_receipt
+from benchbox.receipts.io import NotAReceipt, load_receipt, parse_receipt, read_receipt_bytes
 from benchbox.receipts.model import Receipt, ResultRow
 
 STORE_FORMAT = "benchbox-store"
@@ -49,6 +58,10 @@ MATRIX_CELL = "matrix_cell"
 #: on load, so a receipt and any re-encoded or migrated copy of it share one identity.
 VOLATILE_KEYS: frozenset[str] = frozenset()
 _ID = re.compile(r"[0-9a-f]{64}")
+#: Temporary files of this module's atomic writes (``.NAME.XXXX.tmp``), and the hidden folder a
+#: store is built in before it is renamed into place.
+_TMP = re.compile(r"\..+\.tmp")
+_NEW = ".new-"
 
 
 def canonical_json(receipt: dict[str, Any]) -> bytes:
@@ -115,10 +128,13 @@ class AddEntry:
 
 @dataclass(frozen=True)
 class AddResult:
-    """What :meth:`Store.add` did: receipts added, and receipts the store already held."""
+    """What :meth:`Store.add` did: receipts added, receipts the store already held, files skipped
+    as not receipts (with why), and the incomplete receipts among those given."""
 
     added: tuple[AddEntry, ...]
     present: tuple[AddEntry, ...]
+    skipped: tuple[tuple[Path, str], ...] = ()
+    incomplete: tuple[Path, ...] = ()
 
     @property
     def identities(self) -> tuple[str, ...]:
@@ -139,8 +155,8 @@ def _ci(ci: tuple[int, int] | None) -> tuple[int | None, int | None]:
     return (ci[0], ci[1]) if ci is not None else (None, None)
 
 
-def receipt_facts(identity: str, receipt: Receipt) -> dict[str, Any]:
-    """The receipts-table row of one loaded receipt."""
+def receipt_facts(identity: str, receipt: Receipt, file_sha256: str | None = None) -> dict[str, Any]:
+    """The receipts-table row of one loaded receipt (``file_sha256``: of the stored file's bytes)."""
     task, contract, env = receipt.task, receipt.contract, receipt.environment
     git = env.get("git") or {}
     labels = labels_of(receipt)
@@ -167,6 +183,7 @@ def receipt_facts(identity: str, receipt: Receipt) -> dict[str, Any]:
         "n_results": len(receipt.results),
         "labels": json.dumps(labels, sort_keys=True, ensure_ascii=False),
         "matrix_cell": labels.get(MATRIX_CELL),
+        "file_sha256": file_sha256,
     }
 
 
@@ -227,7 +244,7 @@ def _schemas(pl: Any) -> tuple[dict[str, Any], dict[str, Any]]:
              "model_sha256": pl.Utf8, "contract": pl.Utf8, "contract_version": pl.Int64,
              "contract_hash": pl.Utf8, "clock": pl.Utf8, "device": pl.Utf8, "hostname": pl.Utf8,
              "benchbox_version": pl.Utf8, "complete": pl.Boolean, "interrupted": pl.Boolean,
-             "n_results": pl.Int64, "labels": pl.Utf8, "matrix_cell": pl.Utf8}
+             "n_results": pl.Int64, "labels": pl.Utf8, "matrix_cell": pl.Utf8, "file_sha256": pl.Utf8}
     rows = {"identity": pl.Utf8, "created_at": pl.Utf8, "created": ts, "commit": pl.Utf8,
             "dirty": pl.Boolean, "task": pl.Utf8, "size": pl.Utf8, "dtype": pl.Utf8, "contract": pl.Utf8,
             "contract_hash": pl.Utf8, "clock": pl.Utf8, "device": pl.Utf8, "labels": pl.Utf8,
@@ -241,36 +258,103 @@ def _schemas(pl: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     return index, rows
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
+
+
+def _skeleton_only(folder: Path) -> bool:
+    """Nothing in ``folder`` but what creating a store puts there first (an empty ``receipts/``, the
+    marker, the lock, temporary files): a creation a crash interrupted."""
+    try:
+        names = set(os.listdir(folder))
+        receipts = os.listdir(folder / RECEIPTS_DIR) if RECEIPTS_DIR in names else []
+    except OSError:
+        return False
+    return not receipts and all(n in (RECEIPTS_DIR, MARKER, ".lock") or _TMP.fullmatch(n) for n in names)
+
+
+def _clean_stale_builds(parent: Path, name: str) -> None:
+    """Remove the hidden build folders of stores whose creating process died before the rename."""
+    prefix = f".{name}{_NEW}"
+    try:
+        names = [n for n in os.listdir(parent) if n.startswith(prefix)]
+    except OSError:
+        return
+    for n in names:
+        pid = n[len(prefix):].split("-", 1)[0]
+        folder = parent / n
+        if pid.isdigit() and not _alive(int(pid)) and _skeleton_only(folder):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _marker_blob() -> bytes:
+    return json.dumps({"format": STORE_FORMAT, "version": STORE_VERSION}, indent=1).encode()
+
+
+def _create(root: Path) -> None:
+    """Make the store at ``root`` whole or not at all: built in a hidden folder beside it, then
+    renamed into place. A directory left by an interrupted creation is finished in place."""
+    if root.is_dir():
+        if not _skeleton_only(root):
+            raise UsageError(f"{root}: not a benchbox store (no {MARKER}) and not empty; "
+                             "name a new or empty directory")
+        (root / RECEIPTS_DIR).mkdir(exist_ok=True)
+        _atomic_write(root / MARKER, _marker_blob())
+        return
+    parent = root.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    _clean_stale_builds(parent, root.name)
+    build = Path(tempfile.mkdtemp(prefix=f".{root.name}{_NEW}{os.getpid()}-", dir=parent))
+    try:
+        (build / RECEIPTS_DIR).mkdir()
+        _atomic_write(build / MARKER, _marker_blob())
+        os.chmod(build, 0o777 & ~_umask())
+        os.rename(build, root)
+    except OSError:
+        if not (root / MARKER).exists():  # not another writer's store, made as this one was built
+            raise
+    finally:
+        if build.exists():
+            shutil.rmtree(build, ignore_errors=True)
+
+
+def _read_marker(root: Path) -> dict[str, Any]:
+    marker = root / MARKER
+    try:
+        if root.exists() and not root.is_dir():
+            raise UsageError(f"{root}: not a directory, so not a receipt store")
+        if not marker.exists():
+            _create(root)
+        meta = json.loads(marker.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise UsageError(f"{root}: cannot open the store: {e.strerror or e}") from None
+    except (ValueError, UnicodeDecodeError):
+        raise UsageError(f"{marker}: not a benchbox store marker (invalid JSON)") from None
+    if not isinstance(meta, dict) or meta.get("format") != STORE_FORMAT:
+        raise UsageError(f"{marker}: not a benchbox store marker")
+    return meta
+
+
 class Store:
     """A directory of receipts with Parquet tables of their facts and rows."""
 
     def __init__(self, root: Path) -> None:
         """Open the store at ``root``, creating it (and its parents) when it does not exist."""
         self.root = Path(root)
-        marker = self.root / MARKER
-        try:
-            if self.root.exists() and not self.root.is_dir():
-                raise UsageError(f"{self.root}: not a directory, so not a receipt store")
-            if self.root.is_dir() and not marker.exists():
-                if any(self.root.iterdir()):
-                    raise UsageError(f"{self.root}: not a benchbox store (no {MARKER}) and not empty; "
-                                     "name a new or empty directory")
-            if not marker.exists():
-                (self.root / RECEIPTS_DIR).mkdir(parents=True, exist_ok=True)
-                _atomic_write(marker, json.dumps({"format": STORE_FORMAT, "version": STORE_VERSION},
-                                                 indent=1).encode())
-            meta = json.loads(marker.read_text(encoding="utf-8"))
-        except OSError as e:
-            raise UsageError(f"{self.root}: cannot open the store: {e.strerror or e}") from None
-        except (ValueError, UnicodeDecodeError):
-            raise UsageError(f"{marker}: not a benchbox store marker (invalid JSON)") from None
-        if not isinstance(meta, dict) or meta.get("format") != STORE_FORMAT:
-            raise UsageError(f"{marker}: not a benchbox store marker")
-        version = meta.get("version")
+        version = _read_marker(self.root).get("version")
         if not isinstance(version, int) or isinstance(version, bool) or version > STORE_VERSION:
             raise UsageError(f"{self.root}: store version {version!r} is newer than this benchbox "
                              f"understands ({STORE_VERSION}); upgrade benchbox")
-        (self.root / RECEIPTS_DIR).mkdir(exist_ok=True)
+        try:
+            (self.root / RECEIPTS_DIR).mkdir(exist_ok=True)
+        except OSError as e:
+            raise UsageError(f"{self.root}: cannot open the store: {e.strerror or e}") from None
 
     # -- paths ---------------------------------------------------------------------------
 
@@ -308,17 +392,11 @@ class Store:
 
     def index(self) -> Any:
         """The receipts table (polars DataFrame), one row per stored receipt."""
-        pl = _polars()
-        self._ensure_synced()
-        return pl.read_parquet(self.index_path) if self.index_path.exists() \
-            else pl.DataFrame(schema=_schemas(pl)[0])
+        return self._current()[0]
 
     def rows(self) -> Any:
         """The rows table (polars DataFrame), one row per (receipt, runner, case)."""
-        pl = _polars()
-        self._ensure_synced()
-        return pl.read_parquet(self.rows_path) if self.rows_path.exists() \
-            else pl.DataFrame(schema=_schemas(pl)[1])
+        return self._current()[1]
 
     def receipts(self) -> list[StoredReceipt]:
         """Every stored receipt with its facts, oldest first (by ``created_at``, then identity)."""
@@ -340,92 +418,135 @@ class Store:
         df = self.index()
         return {c for c in df.get_column("matrix_cell").to_list() if c is not None}
 
+    def verify(self) -> int:
+        """Re-hash every stored receipt; UsageError naming the first one edited since it was stored.
+
+        A file whose bytes are those indexed passes at once; one whose bytes differ (re-encoded,
+        or edited) is loaded and passes only if its content still has its identity. Returns how
+        many receipts were checked.
+        """
+        self._tidy()
+        index = self.index()
+        for ident, digest in zip(index.get_column("identity").to_list(),
+                                 index.get_column("file_sha256").to_list()):
+            path = self.receipt_path(ident)
+            try:
+                blob = path.read_bytes()
+            except OSError as e:
+                raise UsageError(f"{path}: cannot read: {e.strerror or e}") from None
+            if hashlib.sha256(blob).hexdigest() == digest:
+                continue
+            if receipt_identity(parse_receipt(blob, str(path))) != ident:
+                raise UsageError(f"{path}: edited after it was stored (its content no longer has its "
+                                 f"identity); restore it, or remove it: benchbox store rm {ident[:16]}")
+        return index.height
+
     # -- writing ---------------------------------------------------------------------------
 
     def add(self, paths: Iterable[Path]) -> AddResult:
         """Store receipts; a receipt already stored (same identity) is not stored again.
 
-        Every file is loaded and checked before anything is written, so one bad file
-        (UsageError, naming it) leaves the store as it was.
+        A file that is not a receipt at all (not JSON, not an object, no ``schema_version``) is
+        skipped and listed in the result's ``skipped``; an incomplete receipt (a run stopped, or
+        still writing it) is stored and listed in ``incomplete``. Every other file is loaded and
+        checked before anything is written, so one bad receipt (UsageError, naming it) leaves
+        the store as it was.
         """
         pl = _polars()
-        loaded: list[tuple[Path, bytes, Receipt, str]] = []
-        for p in paths:
-            p = Path(p)
-            receipt = load_receipt(p)
-            try:
-                blob = p.read_bytes()
-            except OSError as e:
-                raise UsageError(f"{p}: cannot read: {e.strerror or e}") from None
-            loaded.append((p, blob, receipt, receipt_identity(receipt)))
+        loaded, skipped = _load_all(paths)
         if not loaded:
-            raise UsageError("no receipts to add")
+            raise UsageError(f"no receipts to add: none of the {len(skipped)} files given is a receipt"
+                             if skipped else "no receipts to add")
         added: list[AddEntry] = []
         present: list[AddEntry] = []
         with self._lock():
             have = self.identities()
-            new: dict[str, Receipt] = {}
+            new: dict[str, tuple[Receipt, str]] = {}
             for p, blob, receipt, ident in loaded:
                 entry = AddEntry(p, ident)
                 if ident in have or ident in new:
                     present.append(entry)
                     continue
                 _atomic_write(self.receipt_path(ident), blob)
-                new[ident] = receipt
+                new[ident] = (receipt, hashlib.sha256(blob).hexdigest())
                 added.append(entry)
             self._sync(pl, fresh=new)
-        return AddResult(tuple(added), tuple(present))
+        incomplete = tuple(p for p, _, r, _ in loaded if not r.is_complete)
+        return AddResult(tuple(added), tuple(present), tuple(skipped), incomplete)
+
+    def remove(self, refs: Iterable[str]) -> list[str]:
+        """Remove stored receipts, each named by its identity or a unique prefix of it (at least
+        8 hex digits); every name is resolved before anything is removed. Returns the identities."""
+        pl = _polars()
+        with self._lock():
+            have = self.identities()
+            gone = list(dict.fromkeys(_resolve(ref, have) for ref in refs))
+            for ident in gone:
+                try:
+                    os.unlink(self.receipt_path(ident))
+                except OSError as e:
+                    raise UsageError(f"cannot remove {self.receipt_path(ident)}: {e.strerror or e}") from None
+            self._sync(pl, fresh={})
+        return gone
 
     def sync(self) -> int:
-        """Bring the Parquet tables up to date with the receipts directory.
-
-        Returns how many receipts were indexed or dropped from the tables.
-        """
+        """Bring the Parquet tables up to date with the receipts directory (rebuilt from it when
+        unreadable). Returns how many receipts were indexed or dropped from the tables."""
         pl = _polars()
         with self._lock():
             return self._sync(pl, fresh={})
 
-    def _ensure_synced(self) -> None:
-        if self._indexed() != self.identities():
-            self.sync()
-
-    def _indexed(self) -> set[str]:
-        if not self.index_path.exists() or not self.rows_path.exists():
-            return set()
+    def _current(self) -> tuple[Any, Any]:
+        """The two tables as they stand, brought up to date first when they are not."""
         pl = _polars()
-        try:
-            return set(pl.read_parquet(self.index_path, columns=["identity"])
-                       .get_column("identity").to_list())
-        except Exception:  # an unreadable table is rebuilt from the receipts
-            return set()
+        tables = self._tables(pl)
+        if tables is None or tables[2] != self.identities():
+            with self._lock():
+                self._sync(pl, fresh={})
+                tables = self._tables(pl)
+        if tables is None:  # pragma: no cover - just written under the lock
+            raise UsageError(f"{self.root}: cannot read the store's tables")
+        return tables[0], tables[1]
 
-    def _sync(self, pl: Any, fresh: dict[str, Receipt]) -> int:
+    def _tables(self, pl: Any) -> tuple[Any, Any, set[str]] | None:
+        """(index, rows, indexed identities) as on disk; None when either table is missing,
+        unreadable, of another layout, or the two disagree (then they are rebuilt)."""
+        if not self.index_path.exists() or not self.rows_path.exists():
+            return None
+        index_schema, rows_schema = _schemas(pl)
+        try:
+            index, rows = pl.read_parquet(self.index_path), pl.read_parquet(self.rows_path)
+        except Exception:  # any damage: the receipts are the truth, the tables are rebuilt from them
+            return None
+        if dict(index.schema) != index_schema or dict(rows.schema) != rows_schema:
+            return None
+        ids = set(index.get_column("identity").to_list())
+        with_rows = set(index.filter(pl.col("n_results") > 0).get_column("identity").to_list())
+        if len(ids) != index.height or set(rows.get_column("identity").unique().to_list()) != with_rows:
+            return None
+        return index, rows, ids
+
+    def _sync(self, pl: Any, fresh: dict[str, tuple[Receipt, str]]) -> int:
+        self._clean_tmp()
         index_schema, rows_schema = _schemas(pl)
         on_disk = self.identities()
-        indexed = self._indexed()
-        if indexed:
-            index = pl.read_parquet(self.index_path)
-            rows = pl.read_parquet(self.rows_path)
+        tables = self._tables(pl)
+        if tables is None:
+            index, rows, indexed = pl.DataFrame(schema=index_schema), pl.DataFrame(schema=rows_schema), set()
         else:
-            index, rows = pl.DataFrame(schema=index_schema), pl.DataFrame(schema=rows_schema)
-        gone = indexed - on_disk
+            index, rows, indexed = tables
+        gone, missing = indexed - on_disk, sorted(on_disk - indexed)
+        if tables is not None and not gone and not missing:
+            return 0
         if gone:
             index = index.filter(~pl.col("identity").is_in(sorted(gone)))
             rows = rows.filter(~pl.col("identity").is_in(sorted(gone)))
-        missing = sorted(on_disk - (indexed - gone))
         new_index: list[dict[str, Any]] = []
         new_rows: list[dict[str, Any]] = []
         for ident in missing:
-            receipt = fresh.get(ident)
-            if receipt is None:
-                receipt = load_receipt(self.receipt_path(ident))
-                if receipt_identity(receipt) != ident:
-                    raise UsageError(f"{self.receipt_path(ident)}: its content does not match its "
-                                     "identity (edited after it was stored?); move it out of the store")
-            new_index.append(receipt_facts(ident, receipt))
+            receipt, digest = fresh.get(ident) or self._load_stored(ident)
+            new_index.append(receipt_facts(ident, receipt, digest))
             new_rows += result_rows(ident, receipt)
-        if not missing and not gone and indexed:
-            return 0
         index = pl.concat([index, pl.DataFrame(new_index, schema=index_schema)], how="vertical")
         rows = pl.concat([rows, pl.DataFrame(new_rows, schema=rows_schema)], how="vertical")
         index = index.sort(["created", "identity"], nulls_last=False)
@@ -434,6 +555,43 @@ class Store:
         _atomic_parquet(rows, self.rows_path)
         _atomic_parquet(index, self.index_path)
         return len(missing) + len(gone)
+
+    def _load_stored(self, ident: str) -> tuple[Receipt, str]:
+        """A stored receipt read for the tables, and its file's sha256; refused if its content
+        no longer has its identity."""
+        path = self.receipt_path(ident)
+        try:
+            blob = path.read_bytes()
+        except OSError as e:
+            raise UsageError(f"{path}: cannot read: {e.strerror or e}") from None
+        receipt = parse_receipt(blob, str(path))
+        if receipt_identity(receipt) != ident:
+            raise UsageError(f"{path}: its content does not match its identity (edited after it was "
+                             f"stored?); restore it, or remove it: benchbox store rm {ident[:16]}")
+        return receipt, hashlib.sha256(blob).hexdigest()
+
+    def _tidy(self) -> None:
+        """Remove a killed writer's temporary files now, if the store can be locked (a read-only
+        store is left as it is)."""
+        try:
+            with self._lock():
+                self._clean_tmp()
+        except UsageError:
+            pass
+
+    def _clean_tmp(self) -> None:
+        """Remove temporary files a killed writer left (called under the lock: no writer is active)."""
+        for folder in (self.root, self.receipts_dir):
+            try:
+                names = os.listdir(folder)
+            except OSError:
+                continue
+            for n in names:
+                if _TMP.fullmatch(n):
+                    try:
+                        os.unlink(folder / n)
+                    except OSError:
+                        pass
 
     @contextmanager
     def _lock(self) -> Iterator[None]:
@@ -452,6 +610,36 @@ class Store:
             yield
         finally:
             os.close(fd)
+
+
+def _load_all(paths: Iterable[Path]) -> tuple[list[tuple[Path, bytes, Receipt, str]], list[tuple[Path, str]]]:
+    """Each receipt with its bytes and identity, and each file that is not a receipt with why."""
+    loaded: list[tuple[Path, bytes, Receipt, str]] = []
+    skipped: list[tuple[Path, str]] = []
+    for p in map(Path, paths):
+        try:
+            blob = read_receipt_bytes(p)
+            receipt = parse_receipt(blob, str(p))
+        except NotAReceipt as e:
+            skipped.append((p, str(e)))
+            continue
+        loaded.append((p, blob, receipt, receipt_identity(receipt)))
+    return loaded, skipped
+
+
+def _resolve(ref: str, have: set[str]) -> str:
+    """The stored identity ``ref`` names (all of it, or a unique prefix of 8 or more hex digits)."""
+    ref = ref.strip().lower()
+    if not re.fullmatch(r"[0-9a-f]{8,64}", ref):
+        raise UsageError(f"{ref!r:.80} is not a receipt identity (8 to 64 hex digits; benchbox store list "
+                         "shows them)")
+    hits = sorted(i for i in have if i.startswith(ref))
+    if not hits:
+        raise UsageError(f"{ref}: no stored receipt has this identity")
+    if len(hits) > 1:
+        raise UsageError(f"{ref}: names {len(hits)} stored receipts ({hits[0][:16]}, {hits[1][:16]}, ...); "
+                         "give more digits")
+    return hits[0]
 
 
 def _umask() -> int:

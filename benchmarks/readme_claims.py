@@ -107,20 +107,39 @@ def autotune_flips() -> tuple[str, ...]:
     return str(len(compiles) - 1), str(changed.pop()), str(len(compiles[0]["picks"]))
 
 
-def ci_false_alarms() -> tuple[str, ...]:
-    t1 = _json("benchmarks/results-ci-false-alarms.json")["threads_1"]
-    rest, slow = t1["rest"], t1["rest+slow"]
-    return ("no" if rest["runs_with_a_slower_row"] == 0 else str(rest["runs_with_a_slower_row"]),
-            str(rest["reps"]), str(slow["runs_with_a_slower_row"]), str(slow["reps"]))
+def diff_simulation() -> tuple[str, ...]:
+    cells = _json("benchmarks/results-diff-calibration.json")["cells"]
+    old2 = max(c["old_rule"]["false_alarm"] for c in cells if c["K"] == 2)
+    old3 = max(c["old_rule"]["false_alarm"] for c in cells if c["K"] == 3)
+    old_cov = min(c["old_rule"]["coverage"] for c in cells if c.get("old_rule"))
+    new = max(c["false_alarm"] for c in cells)
+    return tuple(f"{100 * v:.0f}" for v in (old2, old3, old_cov, new))
 
 
-def ci_under_load() -> tuple[str, ...]:
-    t1 = _json("benchmarks/results-ci-false-alarms.json")["threads_1"]
-    again = t1["judged_again_by_this_engine"]  # the shared-load pairs, by the engine that reads both sides
-    judged = {**{k: t1[k] for k in ("load", "load+slow")},
-              **{k: v for k, v in again.items() if k.startswith("shared-load") and "--accept" not in k}}
-    every = all(s["exit_3"] == s["reps"] and s["runs_with_a_slower_row"] == 0 for s in judged.values())
-    return ("every pair",) if every else ("not every pair",)
+def ci_recipe_detects() -> tuple[str, ...]:
+    cells = {c["sigma"]: c for c in _json("benchmarks/results-diff-calibration.json")["cells"] if c["K"] == 5}
+    return tuple(f"{100 * cells[s]['detectable_median']:.0f}" for s in (0.02, 0.05, 0.10))
+
+
+def h200_resolution() -> tuple[str, ...]:
+    """benchbox diff on the kept receipts of the H200 +10% call: the detectable change it states."""
+    from benchbox.receipts import load_receipt
+    from benchbox.receipts.diff import DiffOptions, diff_receipts
+
+    kept = REPO / "benchmarks" / "kept" / "h200-ci-slow"
+    base, head = (load_receipt(kept / f"rest+slow-0-{side}.json") for side in ("base", "head"))
+    d = diff_receipts(base, head, DiffOptions())
+    return (f"{100 * d.rows[0].metrics[0].detectable:.1f}",)
+
+
+def noise_remedies_h200() -> tuple[str, ...]:
+    c = _json("benchmarks/results-noise-remedies-h200.json")["configs"]
+
+    def sd(name: str) -> float:
+        return c[name]["components"]["public_task_call_wall"]["between_processes"]
+
+    others = [sd(n) for n in ("threads1", "one_core", "hash_seed", "gc_off")]
+    return (f"{sd('default'):.2f}", f"{sd('warmup50'):.2f}", f"{min(others):.2f}", f"{max(others):.2f}")
 
 
 def matmul_isolated_and_saturated() -> tuple[str, ...]:
@@ -129,19 +148,23 @@ def matmul_isolated_and_saturated() -> tuple[str, ...]:
     return tuple(f"{w[k]['p50_ns'] / 1e3:.0f}" for k in keys)
 
 
-def shared_load_accepted() -> tuple[str, ...]:
-    again = _json("benchmarks/results-ci-false-alarms.json")["threads_1"]["judged_again_by_this_engine"]
-    s = again["shared-load, --accept load"]
-    return str(s["runs_with_a_slower_row"]), str(s["reps"])
+def _changepoint_figures(result: dict) -> tuple[str, ...]:
+    """The change-point paragraph's figures, from a run of benchmarks/changepoints.py (its runs)."""
+    from benchmarks.changepoints import summarize
+
+    s = summarize(result["runs"])
+    n = s["histories"]
+    count = [str(round(s[k] * n)) for k in ("step_found_at_its_commit", "step_found_exactly_and_alone",
+                                            "step_found_within_one_commit",
+                                            "change_point_at_the_step_judged_slower",
+                                            "no_step_histories_with_a_change_point")]
+    return (*count, str(s["no_step_change_points"]), str(s["no_step_change_points_judged_slower_or_faster"]),
+            str(round(s["single_run_diff_says_slower_at_the_step"] * n)),
+            str(sum(s["single_run_step_verdicts_without_a_step"].values())))
 
 
 def changepoint_histories() -> tuple[str, ...]:
-    """Histories whose step was found at its commit; histories and series with a change point
-    without a step (from the committed runs)."""
-    runs = _json("benchmarks/results-changepoints.json")["runs"]
-    found = sum(any(c[2] == r["step_at"] for c in r["step"]["changes"]) for r in runs)
-    flat = sum(bool(r["flat"]["changes"]) for r in runs)
-    return str(found), str(flat), str(len(runs)), str(sum(len(r["flat"]["changes"]) for r in runs))
+    return _changepoint_figures(_json("benchmarks/results-changepoints.json"))
 
 
 def decision_inputs() -> tuple[str, ...]:
@@ -160,31 +183,6 @@ def plausible_drift() -> tuple[str, ...]:
     from benchbox.receipts.judge import PLAUSIBLE_DRIFT
 
     return f"{PLAUSIBLE_DRIFT['host']:.0%}", f"{PLAUSIBLE_DRIFT['device']:.0%}"
-
-
-def measured_processes() -> tuple[str, ...]:
-    from benchbox.receipts.conditions import MEASURED_PROCESSES
-
-    return str(MEASURED_PROCESSES), str(MEASURED_PROCESSES)
-
-
-def simulated_rates() -> tuple[str, ...]:
-    """The bounds the simulation tests assert, read from tests/receipts/test_compare.py."""
-    src = (REPO / "tests" / "receipts" / "test_compare.py").read_text()
-
-    def bound(effect: str, k: str | None, drift: str | None) -> tuple[str, str]:
-        call = rf"_slower_rate\({re.escape(effect)}, \d+, seed=\d+"
-        call += rf", k={k}" if k else ""
-        call += rf", drift={re.escape(drift)}" if drift else ""
-        m = re.search(call + r"\) ([<>]=) ([\d.]+)", src)
-        if m is None:
-            raise LookupError(f"no simulation test of effect {effect}, k={k}, drift={drift}")
-        return m.group(1).replace("<=", "≤").replace(">=", "≥"), f"{float(m.group(2)):.0%}"
-
-    five = bound("1.0", None, None)
-    slow = bound("1.10", None, "0.02")
-    two = bound("1.0", "2", "0.20")
-    return (*five, *slow, *two)
 
 
 def noise_flags() -> tuple[str, ...]:
@@ -248,19 +246,9 @@ def changepoints_rerun() -> tuple[str, ...]:
     with_out = REPO / "benchmarks" / ".readme-claims-changepoints.json"
     subprocess.run([sys.executable, "-m", "benchmarks.changepoints", "--histories", "100", "--out",
                     str(with_out)], cwd=REPO, check=True, capture_output=True)
-    s = json.loads(with_out.read_text())["summary"]
+    result = json.loads(with_out.read_text())
     with_out.unlink()
-    return _changepoint_figures(s)
-
-
-def changepoints_committed() -> tuple[str, ...]:
-    return _changepoint_figures(_json("benchmarks/results-changepoints.json")["summary"])
-
-
-def _changepoint_figures(s: dict) -> tuple[str, ...]:
-    n = s["histories"]
-    return (f"{s['per_step_diff_alarms_without_a_step']:.1%}",
-            f"{round(s['diff_says_slower_at_the_step'] * n)}")
+    return _changepoint_figures(result)
 
 
 def _parse_memory_figures(r: dict) -> tuple[str, ...]:
@@ -328,6 +316,12 @@ def first_run_time() -> tuple[str, ...]:
 
 # -- the claims ---------------------------------------------------------------------------------
 
+#: the paragraph benchmarks/changepoints.py writes (``--readme``); it checks the whole text too
+CHANGEPOINTS = (r"found as a change point at exactly its commit in (\d+) of \d+ histories \(and nowhere else "
+                r"in (\d+) of \d+\), within one commit in (\d+) of \d+, and benchbox diff on up to 10 runs "
+                r"either side judged it `slower` in (\d+) of \d+\. (\d+) of \d+ histories without a step had "
+                r"a change point \((\d+) in all, (\d+) of them judged slower or faster.*?said `slower` at "
+                r"the step in (\d+) of \d+, and without a step gave, of (\d+) steps")
 CLAIMS: tuple[Claim, ...] = (
     Claim("compiled model vs public call", "README.md",
           r"under `model_io_wall` the compiled model takes ([\d.]+)–([\d.]+) ms, but the complete public "
@@ -342,46 +336,33 @@ CLAIMS: tuple[Claim, ...] = (
           r"each of the (\d+) later fresh compiles of identical code picked another Triton launch "
           r"configuration than the compile before at (\d+) of the (\d+) batched-matmul sites",
           "benchmarks/results-h200-autotune-flips.json", autotune_flips),
-    Claim("CI recipe false alarms", "README.md",
-          r"the CI recipe's design raised (no) false alarm in (\d+) identical pairs and caught a \+10% "
-          r"slowdown in (\d+) of (\d+)",
-          "benchmarks/results-ci-false-alarms.json (threads_1: rest, rest+slow)", ci_false_alarms),
-    Claim("CI recipe under load", "README.md",
-          r"On a machine busy with other work \(a busy process on every core, one side or both\) "
-          r"(every pair) is `unreliable \(load\)`, exit 3, never `slower`",
-          "benchmarks/results-ci-false-alarms.json (threads_1: load, load+slow, judged again)",
-          ci_under_load),
+    Claim("diff engine against the rule it replaced", "README.md",
+          r"raised false alarms in up to (\d+)% of identical diffs with 2 rounds a side \((\d+)% with 3\) "
+          r"and covered the true ratio in as few as (\d+)% of them; Welch's t on processes raised at most "
+          r"(\d+)% in every cell", "benchmarks/results-diff-calibration.json (cells)", diff_simulation),
+    Claim("CI recipe's detectable change", "README.md",
+          r"with 5 processes a side a change of (\d+)% is detected \(80% power\) at 2% drift between "
+          r"processes, (\d+)% at 5%, (\d+)% at 10%",
+          "benchmarks/results-diff-calibration.json (K = 5, detectable_median)", ci_recipe_detects),
+    Claim("resolution line on an H200", "README.md", r"could detect changes of ([\d.]+)%",
+          "benchbox diff of benchmarks/kept/h200-ci-slow/rest+slow-0-{base,head}.json", h200_resolution),
+    Claim("quietening remedies on an H200", "README.md",
+          r"processes of the tiny task's public call was ([\d.]+) by default, ([\d.]+) with a longer warm-up "
+          r"\(`--warmup 50`\), and ([\d.]+)–([\d.]+) with one thread",
+          "benchmarks/results-noise-remedies-h200.json (between_processes)", noise_remedies_h200),
     Claim("matmul isolated vs saturated", "README.md",
           r"a 4096³ matmul on an H200: (\d+) µs isolated, (\d+) µs saturated",
           "benchmarks/results-h200-truth.json (matmul: device_compute, device_throughput p50)",
           matmul_isolated_and_saturated),
-    Claim("busy machine, load accepted", "README.md",
-          r"identical code had diffed as a regression in (\d+) of (\d+) pairs",
-          "benchmarks/results-ci-false-alarms.json (shared-load, --accept load)", shared_load_accepted),
-    Claim("change points: histories", "README.md",
-          r"found at exactly its commit in all (\d+); (\d+) of the (\d+) histories without a step had a "
-          r"change point \((\d+) of 400 series",
-          "benchmarks/results-changepoints.json (runs)", changepoint_histories),
     Claim("the decision task's inputs", "README.md", r"the decision task's (\d+) inputs are packed",
           "benchbox.tasks.decision.task.DecisionTask.input_names", decision_inputs),
     Claim("samples a process for a verdict", "README.md",
-          r"A quantile needs (\d+) samples a process for a p50 verdict and (\d+) for a p99 one",
+          r"A p50 needs ≥ (\d+) samples per process and a p99 ≥ (\d+) for a verdict",
           "benchbox.stats.MIN_PER_REPLICATE", per_process_minimum),
-    Claim("CI recipe samples a process", "README.md",
-          r"\(80 samples a process: p50 is judged, p99 shown as advisory, as it needs (\d+) a process\)",
-          "benchbox.stats.MIN_PER_REPLICATE[0.99]", lambda: (per_process_minimum()[1],)),
     Claim("spread assumed for one process", "README.md",
-          r"the largest spread measured between processes for its clock \((\d+%) on the host clock, "
-          r"(\d+%) on the device clock\)",
+          r"the largest spread measured between processes for its clock \(host (\d+%): the tiny task's "
+          r"public call on the H200 host; device (\d+%)\)",
           "benchbox.receipts.judge.PLAUSIBLE_DRIFT", plausible_drift),
-    Claim("processes that measure run-to-run spread", "README.md",
-          r"fewer than (\d+) processes a side; with (\d+) or more the flags stay",
-          "benchbox.receipts.conditions.MEASURED_PROCESSES", measured_processes),
-    Claim("diff simulations", "README.md",
-          r"5 processes a side with 5% lognormal drift between them, unchanged → slower in ([≤≥]) (\d+%) "
-          r"of diffs; with 2% drift, \+10% → slower in ([≤≥]) (\d+%); 2 processes a side at 20% drift, "
-          r"unchanged → slower in ([≤≥]) (\d+%)",
-          "tests/receipts/test_compare.py (the simulation tests' bounds)", simulated_rates),
     Claim("noise flags (figures)", "README.md", r"noisy \(CV over (\d+%) or over (\d+%) outliers\)",
           "benchbox.stats.NOISE_CV, NOISE_OUTLIER_FRACTION", noise_flags),
     Claim("noise flags (statistics)", "README.md",
@@ -393,8 +374,8 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("time limit per case", "README.md", r"Time limit per case: (\d+) s by default",
           "benchbox.run.config.RunConfig.case_time_limit_s", lambda: run_defaults()[2:]),
     Claim("diff defaults", "README.md",
-          r"the ratio is beyond ±`--threshold` \((\d+%)\), and the change is at least (\d+)× the "
-          r"harness floor",
+          r"the ratio is beyond ±`--threshold` \((\d+%)\) and the change is at least (\d+)× the harness "
+          r"floor",
           "benchbox.receipts.diff.DiffOptions, benchbox.stats.FLOOR_MULTIPLE", diff_defaults),
     Claim("parameter counts", "README.md",
           r"\| `tiny` \| ([\d,]+) \|.*?\| `small` \| ([\d,]+) \|.*?\| `base` \| ([\d,]+) \|.*?"
@@ -421,13 +402,9 @@ CLAIMS: tuple[Claim, ...] = (
           "benchbox.run.capture.REPORT_CHARS", log_tail),
     Claim("log tail in the runner report (API)", "docs/api.md",
           r"the last ([\d,]+) characters in `text`", "benchbox.run.capture.REPORT_CHARS", log_tail),
-    Claim("change points: committed result", "README.md",
-          r"per-step diffs judged ([\d.]+%) of all steps slower or faster with nothing changed.*?"
-          r"said `slower` at the step in (?:all )?(\d+)",
-          "benchmarks/results-changepoints.json", changepoints_committed),
-    Claim("change points: rerun", "README.md",
-          r"per-step diffs judged ([\d.]+%) of all steps slower or faster with nothing changed.*?"
-          r"said `slower` at the step in (?:all )?(\d+)",
+    Claim("change points: committed result", "README.md", CHANGEPOINTS,
+          "benchmarks/results-changepoints.json (runs)", changepoint_histories),
+    Claim("change points: rerun", "README.md", CHANGEPOINTS,
           "python -m benchmarks.changepoints --histories 100", changepoints_rerun, rerun=True),
     Claim("TensorRT bfloat16 precision islands", "README.md",
           r"lists (\d+) `declared_precision_islands` entries \((\d+) layers: .*?\) and (no) fallback: "

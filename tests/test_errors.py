@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from benchbox.errors import error_line, first_line
+from benchbox.errors import error_line, first_line, last_line
 from tests.support import REPO
 
 
@@ -15,6 +15,8 @@ def test_first_line_is_the_first_non_empty_line_cut_to_the_limit() -> None:
     assert first_line("x" * 900, 200) == "x" * 200
     assert error_line(RuntimeError("")) == "RuntimeError: "
     assert error_line(RuntimeError("boom\ntrace"), 10) == "RuntimeErr"
+    assert last_line("building\n\n  error: no GPU  \n\n") == "error: no GPU"
+    assert last_line("  \n") == "no output" and last_line("abcdef", 3) == "abc"
 
 
 def test_no_module_keeps_its_own_copy_of_first_line() -> None:

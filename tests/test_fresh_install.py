@@ -36,7 +36,8 @@ TINY_BUDGET = ["--samples", "30", "--warmup", "1", "--case", "invoice", "--case"
 #: and the load at start (a run that started on a busy machine is a load condition on both sides)
 OWN_FLAGS = ["--accept", "noisy", "--accept", "unsettled", "--accept", "load", "--accept", "machine",
              # one process a side: judged against a given run-to-run spread, small enough that a
-             # self-diff resolves to 'unchanged' (with the default, one process cannot resolve ±5%)
+             # self-diff of quiet samples resolves to 'unchanged' (with the default, one process
+             # cannot resolve ±5%)
              "--drift", "1%"]
 
 
@@ -76,8 +77,8 @@ def test_readme_first_command_then_every_reader_of_its_receipt(tmp_path: Path) -
     self_diff = json.loads(_sh([bb, "diff", str(out), str(out), *OWN_FLAGS, "--format", "json"],
                                tmp_path, env))
     verdicts = {r["verdict"] for r in self_diff["rows"]}
-    # identical samples: a ratio of 1, never faster or slower (unresolved where a short run on a
-    # loaded machine gives too wide an interval, as the module's docstring says)
+    # identical samples: a ratio of exactly 1, never slower or faster; 'unresolved' where 30 samples
+    # on a busy machine leave the median's own interval wider than ±5%
     assert self_diff["exit_code"] == 0 and verdicts <= {"unchanged", "unresolved"}, verdicts
     assert {m["ratio"] for r in self_diff["rows"] for m in r["metrics"]} == {1.0}
     _sh([bb, "tasks"], tmp_path, env)

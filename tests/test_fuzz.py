@@ -26,6 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from benchbox import stats
 from benchbox.contracts import STAGES, TIMELINE, contract_from_dict, parse_contract_toml
 from benchbox.contracts.model import builtin_names
 from benchbox.errors import UsageError
@@ -416,6 +417,7 @@ def _hostile_pair(rng: random.Random) -> tuple[dict[str, Any], dict[str, Any]]:
     head = copy.deepcopy(doc)
     for row in head["results"]:
         row["samples_ns"] = [v * 2 for v in row["samples_ns"]]
+        row["summary"] = stats.summarize(row["samples_ns"])  # the loader checks it agrees
     return doc, head
 
 

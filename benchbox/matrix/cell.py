@@ -164,10 +164,36 @@ def _relabel(blob: bytes, labels: dict[str, str]) -> bytes:
     return encode_receipt(receipt)
 
 
+def clean_stale_work(folder: Path) -> list[str]:
+    """Remove the work folders (``<cell>-<pid>``) of cells whose executing process is gone (a
+    driver or worker killed before it could clean up; its ``benchbox run`` died with it).
+    Returns the names removed."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    gone = []
+    for name in names:
+        pid = name.rsplit("-", 1)[-1]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue
+        except ProcessLookupError:
+            pass
+        except OSError:  # another user's live process
+            continue
+        shutil.rmtree(folder / name, ignore_errors=True)
+        gone.append(name)
+    return gone
+
+
 def execute(job: CellJob) -> CellRun:
     """Run one cell here; never raises for what the run does (a crash is a reason, not an error)."""
     cell = job.cell
     registry = host.HostRegistry()
+    clean_stale_work(registry.root / "work")
     work = registry.root / "work" / f"{job.cell_id[:12]}-{os.getpid()}"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)

@@ -6,6 +6,10 @@ run's rounds (``round_sizes``) and the process that took each (``round_process``
 joined ``processes``), so the comparison counts processes — the spread between runs — instead
 of taking one run's samples for independent draws of the code's speed.
 
+A receipt given twice (the same content, or the same samples in every row: a copy, however
+renamed or re-encoded) is refused, naming both files: copies are not runs, and joining them
+would count one run's samples several times, narrowing an interval they do not support.
+
 Only runs of the same configuration are joined: the same contract, task (model, cases,
 options), runner settings and machine class. Anything else is refused with the reason.
 Nothing measured is changed: samples and stage times are concatenated in input order and
@@ -14,6 +18,8 @@ the statistics are recomputed from them.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -64,6 +70,28 @@ def _check_alike(receipts: Sequence[Receipt], names: Sequence[str]) -> None:
                     diff = f" ({', '.join(map(str, keys[:5]))})"
                 raise UsageError(f"{name} is not a run of the configuration of {name0}: its {what} "
                                  f"differs{diff}")
+
+
+def _fingerprints(r: Receipt) -> tuple[str, str | None]:
+    """The receipt's content hash, and a hash of its rows' samples (None when it has none)."""
+    content = hashlib.sha256(json.dumps(r.to_json(), sort_keys=True, separators=(",", ":"),
+                                        default=str).encode()).hexdigest()
+    rows = sorted((row.runner, row.case, list(row.samples_ns)) for row in r.results if row.samples_ns)
+    samples = hashlib.sha256(json.dumps(rows).encode()).hexdigest() if rows else None
+    return content, samples
+
+
+def _check_distinct(receipts: Sequence[Receipt], names: Sequence[str]) -> None:
+    """Refuse a receipt that is a copy of an earlier one: the same content, or the same samples."""
+    seen: dict[str, str] = {}
+    for r, name in zip(receipts, names):
+        content, samples = _fingerprints(r)
+        for key, what in ((f"c{content}", "the same receipt"),
+                          (f"s{samples}", "the same samples in every row")):
+            if key != "sNone" and key in seen:
+                raise UsageError(f"{name} is a copy of {seen[key]} ({what}): combine joins separate "
+                                 "runs, and a copy would count one run's samples twice")
+            seen.setdefault(key, name)
 
 
 def _busy(r: Receipt) -> float | None:
@@ -145,6 +173,7 @@ def combine(receipts: Sequence[Receipt], names: Sequence[str]) -> Receipt:
     if len(receipts) < 2:
         raise UsageError("combine needs at least two receipts")
     _check_alike(receipts, names)
+    _check_distinct(receipts, names)
     first = receipts[0]
     by_key = [{row.key: row for row in r.results} for r in receipts]
     offsets, procs = _processes(receipts, names)

@@ -115,48 +115,67 @@ ENV_COLUMNS = ("device", "dtype", "size", "commit", "created_at", "cpu", "cpu_co
                "torch", "cuda", "benchbox_version")
 
 
-def to_frame(receipt: Receipt) -> Any:
-    """A polars DataFrame: one row per sample, one column per stage (ns), the round, the environment."""
+def _text(v: Any) -> str | None:
+    return None if v is None else _utf8(v if isinstance(v, str) else str(v))
+
+
+def _frame_parts(receipt: Receipt) -> tuple[Any, list[ResultRow], tuple[str, ...]]:
     try:
         import polars as pl
     except ImportError:
         raise MissingExtraError("polars", "analysis") from None
-    c = receipt.contract
-    cols: dict[str, list[Any]] = {k: [] for k in ("task", "contract", "contract_hash", "runner", "case",
-                                                  "status", "sample", "round", "region_ns")}
     rows = _rows_with_samples(receipt)
     # queue (paced arrivals) first when any row recorded it, so old exports keep their columns
     stage_cols = ((QUEUE,) if any(QUEUE in r.stages_ns for r in rows) else ()) + STAGES
-    for s in stage_cols:
-        cols[f"{s}_ns"] = []
-    env = environment_facts(receipt)
+    return pl, rows, stage_cols
+
+
+def _row_frame(pl: Any, receipt: Receipt, r: ResultRow, stage_cols: tuple[str, ...],
+               env: dict[str, Any]) -> Any:
+    """One result row's samples as a frame, built column by column (no per-sample Python lists
+    beyond the receipt's own): the constant columns are literals, the numbers typed arrays."""
+    import numpy as np
+
+    n, c = len(r.samples_ns), receipt.contract
+    texts = {"task": receipt.task.name, "contract": c.name, "contract_hash": c.hash, "runner": r.runner,
+             "case": r.case, "status": r.status}
+    sizes = [len(part) for part in _rounds(r)]
+    cols: dict[str, Any] = {k: pl.repeat(_text(v), n, dtype=pl.Utf8, eager=True) for k, v in texts.items()}
+    cols["sample"] = pl.Series(np.arange(n, dtype=np.int64))
+    cols["round"] = pl.Series(np.repeat(np.arange(len(sizes), dtype=np.int64), sizes))
+    cols["region_ns"] = pl.Series(r.samples_ns, dtype=pl.Int64)
+    for st in stage_cols:
+        v = tuple(r.stages_ns.get(st) or ())[:n]
+        series = pl.Series(v, dtype=pl.Int64)
+        cols[f"{st}_ns"] = series.extend_constant(None, n - len(v)) if len(v) < n else series
+    cpus = env["cpu_count"] if isinstance(env["cpu_count"], int) and not isinstance(env["cpu_count"], bool) \
+        else None
     for k in ENV_COLUMNS:
-        cols[k] = []
+        cols[k] = pl.repeat(cpus, n, dtype=pl.Int64, eager=True) if k == "cpu_count" \
+            else pl.repeat(_text(env[k]), n, dtype=pl.Utf8, eager=True)
+    return pl.DataFrame(cols)
+
+
+def frames(receipt: Receipt) -> Any:
+    """The export's rows, one polars DataFrame per result row, in order (see :func:`to_frame`)."""
+    pl, rows, stage_cols = _frame_parts(receipt)
+    env = environment_facts(receipt)
     for r in rows:
-        n = len(r.samples_ns)
-        stages = r.stages_ns
-        cols["task"] += [receipt.task.name] * n
-        cols["contract"] += [c.name] * n
-        cols["contract_hash"] += [c.hash] * n
-        cols["runner"] += [r.runner] * n
-        cols["case"] += [r.case] * n
-        cols["status"] += [r.status] * n
-        cols["sample"] += list(range(n))
-        cols["round"] += [i for i, part in enumerate(_rounds(r)) for _ in part]
-        cols["region_ns"] += list(r.samples_ns)
-        for s in stage_cols:
-            v = list(stages.get(s) or [])[:n]
-            cols[f"{s}_ns"] += v + [None] * (n - len(v))
-        for k in ENV_COLUMNS:
-            cols[k] += [env[k]] * n
-    ints = {"sample", "round", "cpu_count"}
-    schema = {k: (pl.Int64 if k.endswith("_ns") or k in ints else pl.Utf8) for k in cols}
-    cols["cpu_count"] = [v if isinstance(v, int) and not isinstance(v, bool) else None
-                         for v in cols["cpu_count"]]
-    for k, kind in schema.items():  # text columns hold UTF-8 text, whatever an edited receipt gives
-        if kind == pl.Utf8:
-            cols[k] = [None if v is None else _utf8(v if isinstance(v, str) else str(v)) for v in cols[k]]
-    return pl.DataFrame(cols, schema=schema)
+        yield _row_frame(pl, receipt, r, stage_cols, env)
+
+
+def to_frame(receipt: Receipt) -> Any:
+    """A polars DataFrame: one row per sample, one column per stage (ns), the round, the environment."""
+    pl = _frame_parts(receipt)[0]
+    return pl.concat(list(frames(receipt)), how="vertical")
+
+
+def write_csv(receipt: Receipt, out: Path) -> None:
+    """The CSV export, written one result row at a time: memory holds one row's frame, never the
+    whole table."""
+    with open(out, "wb") as f:
+        for i, frame in enumerate(frames(receipt)):
+            frame.write_csv(f, include_header=i == 0)
 
 
 def _utf8(text: str) -> str:
@@ -180,7 +199,7 @@ def export_receipt(receipt: Receipt, fmt: str, out: str | Path) -> Path:
         if fmt == "pyperf":
             to_pyperf(receipt).dump(str(out), compact=False, replace=True)
         elif fmt == "csv":
-            to_frame(receipt).write_csv(out)
+            write_csv(receipt, out)
         else:
             to_frame(receipt).write_parquet(out)
     except OSError as e:

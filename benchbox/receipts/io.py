@@ -109,6 +109,11 @@ def _umask() -> int:
     return mask
 
 
+class NotAReceipt(UsageError):
+    """The file is not a receipt at all (not JSON, not an object, no ``schema_version``), as
+    opposed to a receipt with a fault: ``benchbox store add`` skips such files."""
+
+
 class ReceiptWriteError(UsageError):
     """A receipt could not be written; ``error`` is the operating system's error (errno)."""
 
@@ -234,13 +239,15 @@ def parse_receipt(text: str | bytes, where: str) -> Receipt:
     except RecursionError:
         raise UsageError(f"{where}: not a receipt: JSON nested too deeply") from None
     except (ValueError, UnicodeDecodeError) as e:
-        raise UsageError(f"{where}: not a receipt: invalid JSON ({first_line(e, 200)})") from None
+        raise NotAReceipt(f"{where}: not a receipt: invalid JSON ({first_line(e, 200)})") from None
     if not isinstance(data, dict):
-        raise UsageError(f"{where}: not a receipt: the top level is not an object")
+        raise NotAReceipt(f"{where}: not a receipt: the top level is not an object")
     _check_tree(data, where)
     version = data.get("schema_version")
     if isinstance(version, float) and version.is_integer():  # an integer, as the schema reads 2.0
         version = data["schema_version"] = int(version)
+    if "schema_version" not in data:
+        raise NotAReceipt(f"{where}: not a receipt: no 'schema_version'")
     if not isinstance(version, int) or isinstance(version, bool):
         raise UsageError(f"{where}: not a receipt: 'schema_version' missing or not an integer")
     if version > SCHEMA_VERSION:
@@ -254,6 +261,12 @@ def parse_receipt(text: str | bytes, where: str) -> Receipt:
 def load_receipt(path: str | Path) -> Receipt:
     """Read, parse, migrate and check the receipt at ``path`` (UsageError on any problem)."""
     p = Path(path)
+    return parse_receipt(read_receipt_bytes(p), str(p))
+
+
+def read_receipt_bytes(p: Path) -> bytes:
+    """The bytes of the receipt file at ``p``, refused (UsageError) when it is not a regular file
+    or over the read limit."""
     try:
         st = p.stat()
         if stat.S_ISDIR(st.st_mode):
@@ -264,14 +277,13 @@ def load_receipt(path: str | Path) -> Receipt:
             raise UsageError(f"{p}: receipt is {st.st_size} bytes, over the "
                              f"{MAX_RECEIPT_BYTES}-byte limit")
         with open(p, "rb") as f:
-            blob = f.read(MAX_RECEIPT_BYTES + 1)
+            return f.read(MAX_RECEIPT_BYTES + 1)
     except FileNotFoundError:
         raise UsageError(f"{p}: no such receipt") from None
     except IsADirectoryError:
         raise UsageError(f"{p}: is a directory, not a receipt") from None
     except (OSError, ValueError) as e:  # ValueError: a path with a NUL byte
         raise UsageError(f"{p}: cannot read: {getattr(e, 'strerror', None) or e}") from None
-    return parse_receipt(blob, str(p))
 
 
 def schema_path() -> Path:

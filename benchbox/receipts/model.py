@@ -20,13 +20,28 @@ from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, ClassVar, Literal
 
 from benchbox.contracts import TIMELINE
-from benchbox.receipts.typed import MinItems, Pattern, Range, Record, decode, json_schema, required, spec
+from benchbox.receipts.typed import (
+    MaxLength,
+    MinItems,
+    Pattern,
+    Range,
+    Record,
+    decode,
+    json_schema,
+    required,
+    spec,
+)
 
 SCHEMA_VERSION = 2
 #: Sample values are nanoseconds in a signed 64-bit integer.
 MAX_NS = 2**63 - 1
 
+#: The longest task, size, dtype, case, runner or contract name a receipt may carry (as a task's
+#: names are checked when it runs: ``benchbox.tasks.MAX_NAME_LENGTH``): names are table cells.
+MAX_NAME_LENGTH = 200
+
 Ns = Annotated[int, Range(0, MAX_NS)]
+Name = Annotated[str, MaxLength(MAX_NAME_LENGTH)]
 Count = Annotated[int, Range(0)]
 Sha256 = Annotated[str, Pattern("[0-9a-f]{64}")]
 Status = Literal["valid", "invalid", "failed"]
@@ -38,7 +53,8 @@ Fail = Callable[[str], None]
 assert tuple(StageName.__args__) == TIMELINE  # type: ignore[attr-defined]
 
 #: Rules the decoder enforces that a JSON Schema cannot state (the start of their messages).
-BEYOND_SCHEMA = ("round_sizes add up to", "hash ", "first is", "last is", "arrival ", "round_process ")
+BEYOND_SCHEMA = ("round_sizes add up to", "hash ", "first is", "last is", "arrival ", "round_process ",
+                 "summary ")
 
 STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]
 
@@ -75,7 +91,7 @@ class ArrivalRecord(_Base):
 class ContractRecord(_Base):
     """The contract's full declaration and the hash of its canonical form."""
 
-    name: Annotated[str, Pattern(".+")] = required()
+    name: Annotated[str, MaxLength(MAX_NAME_LENGTH), Pattern(".+")] = required()
     version: Annotated[int, Range(1)] = required()
     stages: Annotated[tuple[StageName, ...], MinItems(1)] = required()
     clock: Clock = required()
@@ -124,7 +140,7 @@ def _arrival_text(arrival: Any) -> str:
 class CaseRef(_Base):
     """A case by name and the sha256 of its request bytes."""
 
-    name: str = required()
+    name: Name = required()
     request_sha256: Sha256 = required()
 
 
@@ -132,9 +148,9 @@ class CaseRef(_Base):
 class TaskRecord(_Base):
     """The task's facts: name, size, dtype, options, cases, model hash."""
 
-    name: str = required()
-    size: str = required()
-    dtype: str | None = spec(omit_none=True)
+    name: Name = required()
+    size: Name = required()
+    dtype: Name | None = spec(omit_none=True)
     options: dict[str, Any] | None = spec(omit_none=True)
     cases: tuple[CaseRef, ...] = required()
     parameters: Count | None = spec(omit_none=True)
@@ -272,8 +288,8 @@ class ResultRow(_Base):
     """One (runner, case): status, the runner's report, accuracy, raw samples and statistics.
     round_sizes must add up to the number of samples (checked by benchbox's loader)."""
 
-    runner: str = required()
-    case: str = required()
+    runner: Name = required()
+    case: Name = required()
     request_sha256: Sha256 | None = spec(omit_none=True)
     status: Status = required()
     reasons: tuple[str, ...] = required()
@@ -311,6 +327,9 @@ class ResultRow(_Base):
                 fail("a valid row needs samples")
         if sum(self.round_sizes) != len(self.samples_ns):
             fail(f"round_sizes add up to {sum(self.round_sizes)}, not to the {len(self.samples_ns)} samples")
+        problem = summary_problem(self.samples_ns, self.summary)
+        if problem is not None:
+            fail(f"summary {problem}: the summary was edited, or written for other samples")
 
     @property
     def key(self) -> tuple[str, str]:
@@ -356,6 +375,36 @@ class ResultRow(_Base):
     @property
     def options(self) -> dict[str, Any]:
         return dict(self.runner_report.options or {})
+
+
+def summary_problem(samples: tuple[int, ...], summary: Summary) -> str | None:
+    """Where a row's summary contradicts its samples (None: it agrees).
+
+    n, min and max must be exact; the mean within a nanosecond of the exact mean; p50, p90 and
+    p99 between the two order statistics that any interpolation rule takes them from, so a
+    summary written by an earlier version (another quantile rule) still agrees.
+    """
+    if not samples:
+        return None if summary.p50_ns is None else f"gives p50_ns {summary.p50_ns} for no samples"
+    import numpy as np
+
+    x = np.sort(np.asarray(samples, dtype=np.int64))
+    n = len(x)
+    if summary.n != n:
+        return f"n is {summary.n} but there are {n} samples"
+    for key, want in (("min_ns", int(x[0])), ("max_ns", int(x[-1]))):
+        got = getattr(summary, key)
+        if got is not None and got != want:
+            return f"{key} is {got} but the samples' is {want}"
+    if summary.mean_ns is not None and abs(summary.mean_ns - sum(int(v) for v in x) / n) > 1:
+        return f"mean_ns is {summary.mean_ns} but the samples' is {sum(int(v) for v in x) / n:.1f}"
+    for key, q in (("p50_ns", 0.5), ("p90_ns", 0.9), ("p99_ns", 0.99)):
+        got = getattr(summary, key)
+        at = (n - 1) * q
+        lo, hi = int(x[int(at)]), int(x[min(n - 1, int(at) + 1)])
+        if got is not None and not lo <= got <= hi:
+            return f"{key} is {got} but the samples' lies in [{lo}, {hi}]"
+    return None
 
 
 # -- the processes that took the samples ----------------------------------------------------

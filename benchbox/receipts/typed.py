@@ -11,7 +11,7 @@ One declaration gives three things, so they cannot drift apart:
 Fields are annotated with plain types (``int``, ``str``, ``float``, ``bool``, ``Any``,
 ``X | None``, ``tuple[X, ...]``, ``tuple[X, X]``, ``dict[str, X]``, ``Literal[...]``,
 another :class:`Record`) and may carry constraints through ``Annotated`` (see
-:class:`Range`, :class:`Pattern`). Keys a record does not declare are kept in its
+:class:`Range`, :class:`Pattern`, :class:`MaxLength`). Keys a record does not declare are kept in its
 ``extra`` mapping and written back, so documents from newer writers survive a round trip.
 """
 
@@ -42,6 +42,13 @@ class Pattern:
     """A regular expression a string must match in full."""
 
     regex: str
+
+
+@dataclass(frozen=True)
+class MaxLength:
+    """The most characters a string may hold."""
+
+    count: int
 
 
 @dataclass(frozen=True)
@@ -270,6 +277,10 @@ def _check_meta(value: Any, meta: tuple[Any, ...], path: str) -> None:
                 raise _Invalid(path, f"{_short(value)} is below {m.minimum:g}")
             if m.maximum is not None and value > m.maximum:
                 raise _Invalid(path, f"{_short(value)} is above {m.maximum:g}")
+        elif isinstance(m, MaxLength):
+            if len(value) > m.count:
+                raise _Invalid(path, f"is {len(value):,} characters long, over the limit of {m.count} "
+                                     f"({value[:40]!r}...)")
         elif isinstance(m, Pattern):
             if not re.fullmatch(m.regex, value):
                 raise _Invalid(path, f"{_short(value)} does not match {m.regex}")
@@ -405,6 +416,8 @@ def _schema(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
                 out["maximum"] = m.maximum
         elif isinstance(m, Pattern):
             out["pattern"] = f"^(?:{m.regex})$"
+        elif isinstance(m, MaxLength):
+            out["maxLength"] = m.count
         elif isinstance(m, MinItems):
             out["minItems"] = m.count
     return out

@@ -1,10 +1,16 @@
-"""The history of a store: series of (case, runner) points over commits, steps and change points.
+"""The history of a store: series of (case, runner) points over commits, and change points.
 
 A series never mixes tasks, contracts (by hash), sizes, dtypes or devices: those five
 make a *group*, whose receipts are ordered by ``created_at``; each (case, runner) of a
-group is one series. Every point is judged against its predecessor by the diff engine
-(:func:`benchbox.receipts.diff.diff_receipts`, the rules of ``benchbox diff``), and
-change points are found over each series' p50s by :class:`Detector`.
+group is one series. Change points are found over each series' p50s by :class:`Detector`,
+and each is judged by the diff engine (:func:`benchbox.receipts.diff.diff_receipts`, the
+rules of ``benchbox diff``) on up to :data:`SIDE` runs either side of it, each side joined
+by :func:`benchbox.receipts.combine.combine` as the rounds of one receipt.
+
+No point is judged against its predecessor alone: a receipt of one run is one process, and
+the diff engine judges the spread between processes (Welch's t over processes), so two
+one-run receipts always read ``unresolved``. Runs either side of a change point are the
+replications that verdict needs.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from benchbox.errors import UsageError
+from benchbox.receipts.combine import combine
 from benchbox.receipts.diff import ComparisonRefused, DiffOptions, DiffResult, diff_receipts
 from benchbox.receipts.model import Receipt
 from benchbox.report.changepoints import ChangePoint, Detector
@@ -37,12 +45,18 @@ class ReceiptRef:
         return (self.commit or "no-commit")[:8] + ("+dirty" if self.dirty else "")
 
 
+#: Runs taken either side of a change point to judge it (fewer where the series or a
+#: neighbouring change point leaves fewer).
+SIDE = 10
+
+
 @dataclass(frozen=True)
 class Step:
-    """The diff engine's verdict on a point against its predecessor."""
+    """The diff engine's verdict at a change point: the runs before it (``base``, oldest first)
+    against the runs from it on (``head``), each side combined into one receipt."""
 
-    base: str
-    head: str
+    base: tuple[str, ...]
+    head: tuple[str, ...]
     verdict: str
     reason: str
     ratio: float | None = None
@@ -66,7 +80,6 @@ class Point:
     unsettled: bool
     caveats: tuple[str, ...]
     reasons: tuple[str, ...]
-    step: Step | None
 
     @property
     def usable(self) -> bool:
@@ -76,10 +89,11 @@ class Point:
 
 @dataclass(frozen=True)
 class SeriesChange:
-    """A change point of a series, with the diff engine's verdict at that commit."""
+    """A change point of a series, with the diff engine's verdict on the runs either side."""
 
     point: Point
     found: ChangePoint
+    step: Step
 
 
 @dataclass(frozen=True)
@@ -119,10 +133,10 @@ class Page:
 
 @dataclass(frozen=True)
 class History:
-    """A store's history: pages, and every diff that judged a step."""
+    """A store's history: pages, and every diff that judged a change point."""
 
     pages: tuple[Page, ...]
-    diffs: dict[tuple[str, str], DiffResult | str]
+    diffs: dict[tuple[tuple[str, ...], tuple[str, ...]], DiffResult | str]
     options: DiffOptions
     detector: Detector
     receipts: int
@@ -139,9 +153,9 @@ def _time(ts: str | None) -> datetime:
 
 
 class _Receipts:
-    """Stored receipts loaded on demand, the last few kept (steps are mostly consecutive)."""
+    """Stored receipts loaded on demand, the last few kept (a change point's two sides)."""
 
-    def __init__(self, store: Store, keep: int = 8) -> None:
+    def __init__(self, store: Store, keep: int = 2 * SIDE + 2) -> None:
         self.store = store
         self.keep = keep
         self.cache: OrderedDict[str, Receipt] = OrderedDict()
@@ -161,15 +175,44 @@ def _pair(row: dict[str, Any], lo: str, hi: str) -> tuple[int, int] | None:
     return (int(row[lo]), int(row[hi])) if row[lo] is not None and row[hi] is not None else None
 
 
-def _step(diff: DiffResult | str, task: str, case: str, runner: str, base: str, head: str) -> Step:
+def _step(diff: DiffResult | str, key: tuple[str, str, str], base: tuple[str, ...],
+          head: tuple[str, ...]) -> Step:
     if isinstance(diff, str):
         return Step(base, head, "not compared", diff)
-    row = next((r for r in diff.rows if r.key == (task, case, runner)), None)
-    if row is None:  # cannot happen for a row both receipts hold; kept explicit
+    row = next((r for r in diff.rows if r.key == key), None)
+    if row is None:  # cannot happen for a row both sides hold; kept explicit
         return Step(base, head, "not compared", "the row is missing from the diff")
     m = row.metrics[0] if row.metrics else None
     return Step(base, head, row.verdict, row.reason, ratio=m.ratio if m else None,
                 ci=tuple(m.ci) if m and m.ci else None, explain=row.explain())
+
+
+class _Judge:
+    """Diffs of combined sides, each computed once."""
+
+    def __init__(self, loader: _Receipts, opts: DiffOptions) -> None:
+        self.loader = loader
+        self.opts = opts
+        self.diffs: dict[tuple[tuple[str, ...], tuple[str, ...]], DiffResult | str] = {}
+
+    def side(self, ids: tuple[str, ...]) -> Receipt:
+        receipts = [self.loader.get(i) for i in ids]
+        return receipts[0] if len(receipts) == 1 else combine(receipts, [f"receipts/{i}.json" for i in ids])
+
+    def __call__(self, base: tuple[str, ...], head: tuple[str, ...]) -> DiffResult | str:
+        if (base, head) not in self.diffs:
+            try:
+                b, h = self.side(base), self.side(head)
+                self.diffs[(base, head)] = diff_receipts(b, h, self.opts, _side_name("BASE", base),
+                                                         _side_name("HEAD", head))
+            except (ComparisonRefused, UsageError) as e:
+                self.diffs[(base, head)] = str(e)
+        return self.diffs[(base, head)]
+
+
+def _side_name(role: str, ids: tuple[str, ...]) -> str:
+    """A side's name in its diff: the receipt, or the file ``benchbox combine`` would write."""
+    return f"receipts/{ids[0]}.json" if len(ids) == 1 else f"{role.lower()}.json"
 
 
 def analyze(store: Store, options: DiffOptions | None = None, detector: Detector | None = None) -> History:
@@ -182,16 +225,7 @@ def analyze(store: Store, options: DiffOptions | None = None, detector: Detector
     rows = store.rows()
     facts = {r["identity"]: r for r in index.iter_rows(named=True)}
     loader = _Receipts(store)
-    diffs: dict[tuple[str, str], DiffResult | str] = {}
-
-    def diff(base: str, head: str) -> DiffResult | str:
-        if (base, head) not in diffs:
-            try:
-                diffs[(base, head)] = diff_receipts(loader.get(base), loader.get(head), opts,
-                                                    f"receipts/{base}.json", f"receipts/{head}.json")
-            except ComparisonRefused as e:
-                diffs[(base, head)] = str(e)
-        return diffs[(base, head)]
+    judge = _Judge(loader, opts)
 
     pages: list[Page] = []
     page_keys = index.select("task", "contract_hash").unique().sort("task", "contract_hash")
@@ -217,32 +251,28 @@ def analyze(store: Store, options: DiffOptions | None = None, detector: Detector
             for case, runner in grows.select("case", "runner").unique(maintain_order=True).iter_rows():
                 srows = sorted(grows.filter((pl.col("case") == case) & (pl.col("runner") == runner))
                                .iter_rows(named=True), key=lambda r: order[r["identity"]])
-                series.append(_series(gi, task, case, runner, srows, order, diff, det))
+                series.append(_series(gi, (task, case, runner), srows, order, judge, det))
         series.sort(key=lambda s: (s.group, s.case, s.runner))
         pages.append(Page(task, contract, tuple(groups), tuple(series)))
-    return History(tuple(pages), diffs, opts, det, len(facts))
+    return History(tuple(pages), judge.diffs, opts, det, len(facts))
 
 
-def _series(gi: int, task: str, case: str, runner: str, srows: list[dict[str, Any]],
-            order: dict[str, int], diff: Any, det: Detector) -> Series:
-    points: list[Point] = []
-    last_usable: Point | None = None
-    for r in srows:
-        ident = r["identity"]
-        # the predecessor: the latest usable point before it, else the point just before it
-        pred = last_usable or (points[-1] if points else None)
-        step = None
-        if pred is not None:
-            step = _step(diff(pred.identity, ident), task, case, runner, pred.identity, ident)
-        p = Point(index=order[ident], identity=ident, status=r["status"], n=int(r["n"] or 0),
-                  p50_ns=r["p50_ns"], p50_ci_ns=_pair(r, "p50_lo_ns", "p50_hi_ns"),
-                  p99_ns=r["p99_ns"], p99_ci_ns=_pair(r, "p99_lo_ns", "p99_hi_ns"),
-                  noisy=bool(r["noisy"]), unsettled=bool(r["unsettled"]),
-                  caveats=tuple(r["caveats"] or ()), reasons=tuple(r["reasons"] or ()), step=step)
-        points.append(p)
-        if p.usable:
-            last_usable = p
+def _series(gi: int, key: tuple[str, str, str], srows: list[dict[str, Any]], order: dict[str, int],
+            judge: _Judge, det: Detector) -> Series:
+    points = tuple(
+        Point(index=order[r["identity"]], identity=r["identity"], status=r["status"], n=int(r["n"] or 0),
+              p50_ns=r["p50_ns"], p50_ci_ns=_pair(r, "p50_lo_ns", "p50_hi_ns"),
+              p99_ns=r["p99_ns"], p99_ci_ns=_pair(r, "p99_lo_ns", "p99_hi_ns"),
+              noisy=bool(r["noisy"]), unsettled=bool(r["unsettled"]),
+              caveats=tuple(r["caveats"] or ()), reasons=tuple(r["reasons"] or ()))
+        for r in srows)
     usable = [p for p in points if p.usable]
     found = det.find([float(p.p50_ns) for p in usable])  # type: ignore[arg-type]
-    changes = tuple(SeriesChange(usable[c.index], c) for c in found)
-    return Series(gi, case, runner, tuple(points), changes)
+    cuts = [0, *(c.index for c in found), len(usable)]
+    changes = []
+    for k, c in enumerate(found):
+        # up to SIDE runs either side, never across a neighbouring change point
+        base = tuple(p.identity for p in usable[max(cuts[k], c.index - SIDE):c.index])
+        head = tuple(p.identity for p in usable[c.index:min(cuts[k + 2], c.index + SIDE)])
+        changes.append(SeriesChange(usable[c.index], c, _step(judge(base, head), key, base, head)))
+    return Series(gi, key[1], key[2], points, tuple(changes))

@@ -1,14 +1,20 @@
 """Write a :class:`~benchbox.report.history.History` as a static site.
 
 The site is plain files: it opens from ``file://`` and from any static host, needs no
-network (its script and style sheet are copied from the package) and embeds each
-page's data as JSON inside the page. Everything taken from a receipt is escaped: HTML
-text and attributes by :func:`html.escape`, the embedded JSON so that it cannot close
-its ``<script>`` element, and the script builds the charts with DOM calls only.
+network (its scripts and style sheets are copied from the package: uPlot, MIT-licensed,
+draws the charts) and embeds each page's data as JSON inside the page. Everything taken
+from a receipt is escaped: HTML text and attributes by :func:`html.escape`, the embedded
+JSON so that it cannot close its ``<script>`` element, and the script puts receipt values
+into the page through ``textContent`` and ``setAttribute`` only.
+
+The index opens on what a team looks at daily: the regressions (every change point, its
+size and the diff engine's verdict on the runs either side), then the latest value of
+every series; series that never produced a valid result are folded away.
 """
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 import os
@@ -18,19 +24,27 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from benchbox import __version__
 from benchbox import render as cr
-from benchbox.errors import UsageError
+from benchbox.errors import FieldError, UsageError
 from benchbox.receipts.diff import DiffResult, DiffRow
-from benchbox.report.history import History, Page, Point, ReceiptRef, Series, Step
+from benchbox.report.history import SIDE, History, Page, Point, ReceiptRef, Series, SeriesChange, Step
 from benchbox.store import Store
 
 ASSETS = Path(__file__).with_name("assets")
-ASSET_FILES = ("history.js", "history.css")
+#: copied into every site's assets/ (uPlot's licence travels with it)
+ASSET_FILES = ("uPlot.iife.min.js", "uPlot.min.css", "uPlot.LICENSE", "history.js", "history.css")
 #: Marks a directory as a site this module wrote, so a rewrite may replace it.
 SITE_MARKER = ".benchbox-site"
 _VERDICT_CLASS = re.compile(r"[^a-z]+")
+#: why no point carries a verdict of its own (said on every page)
+NO_STEP_VERDICTS = (
+    "Single commits carry no verdict: a receipt of one run is one process, and benchbox diff judges "
+    "the spread between processes (Welch's t over processes), so one run against the run before it "
+    f"is always unresolved. Each change point is judged instead on up to {SIDE} runs either side of "
+    "it, each side joined by benchbox combine (never across a neighbouring change point).")
 
 
 @dataclass(frozen=True)
@@ -44,6 +58,7 @@ class SiteChange:
     commit: str | None
     change: float
     verdict: str
+    runs: tuple[int, int]
 
 
 @dataclass(frozen=True)
@@ -80,8 +95,10 @@ def page_file(page: Page) -> str:
     return f"{slug(page.task)}.{slug(str(page.contract.get('name')))}-{page.contract_hash[:12]}.html"
 
 
-def diff_file(base: str, head: str, ext: str = "html") -> str:
-    return f"diffs/{base[:16]}-{head[:16]}.{ext}"
+def diff_file(base: tuple[str, ...], head: tuple[str, ...], ext: str = "html") -> str:
+    """The diff page of a change point: named by its two sides' receipts."""
+    key = hashlib.sha256(("\n".join(base) + "|" + "\n".join(head)).encode()).hexdigest()[:16]
+    return f"diffs/{head[0][:12]}-{len(base)}v{len(head)}-{key}.{ext}"
 
 
 def receipt_file(identity: str) -> str:
@@ -90,6 +107,37 @@ def receipt_file(identity: str) -> str:
 
 def verdict_class(verdict: str) -> str:
     return "v-" + _VERDICT_CLASS.sub("-", verdict.lower()).strip("-")
+
+
+def check_commit_url(template: str | None) -> str | None:
+    """A ``--commit-url`` template must name ``{commit}`` once or more, and nothing else in braces."""
+    if template is None:
+        return None
+    if "{commit}" not in template or re.search(r"\{(?!commit\})[^}]*\}", template):
+        raise FieldError("commit_url", f"the template must contain {{commit}} and no other {{...}} field, "
+                                       f"got {template!r}")
+    return template
+
+
+def commit_href(template: str | None, commit: str | None) -> str | None:
+    if not template or not commit:
+        return None
+    return template.replace("{commit}", quote(commit, safe=""))
+
+
+def _commit_html(template: str | None, ref: ReceiptRef) -> str:
+    href = commit_href(template, ref.commit)
+    code = f"<code>{esc(ref.short)}</code>"
+    return f'<a class="commit" href="{esc(href)}">{code}</a>' if href else code
+
+
+def _when(created_at: str | None) -> str:
+    """A receipt's time, short (``2026-03-03 16:00``), the full stamp on hover."""
+    if not created_at:
+        return "–"
+    stamp = re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d", created_at)
+    short = created_at[:16].replace("T", " ") if stamp else created_at
+    return f'<time datetime="{esc(created_at)}" title="{esc(created_at)}">{esc(short)}</time>'
 
 
 def _ms(ns: float | None) -> str:
@@ -108,18 +156,27 @@ def _group_label(page: Page, gi: int) -> str:
     return f"{g.size or '?'} · {g.dtype or '?'} · {g.device}"
 
 
+def _method_changes(history: History) -> str:
+    o = history.options
+    return (f"{history.detector.describe()}; each judged by benchbox diff (metric {o.metric}, threshold "
+            f"±{o.threshold:.1%}, alpha {o.alpha:g}) on up to {SIDE} runs either side, combined")
+
+
 # -- the document frame ----------------------------------------------------------------
 
 def _doc(title: str, body: str, depth: int = 0, data: Any = None) -> str:
     up = "../" * depth
-    data_el = (f'<script type="application/json" id="history-data">{script_json(data)}</script>\n'
+    data_el = (f'<script src="{up}assets/uPlot.iife.min.js"></script>\n'
+               f'<script type="application/json" id="history-data">{script_json(data)}</script>\n'
                f'<script src="{up}assets/history.js"></script>\n') if data is not None else ""
+    chart_css = f'<link rel="stylesheet" href="{up}assets/uPlot.min.css">\n' if data is not None else ""
     return ("<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
             f"<title>{esc(title)}</title>\n"
-            f"<link rel=\"icon\" href=\"data:,\">\n"
+            f"<link rel=\"icon\" href=\"data:,\">\n{chart_css}"
             f"<link rel=\"stylesheet\" href=\"{up}assets/history.css\">\n</head>\n<body>\n"
-            f"{body}\n<footer>benchbox {esc(__version__)} · static files, no server needed</footer>\n"
+            f"{body}\n<footer>benchbox {esc(__version__)} · static files, no server needed · charts by "
+            f"<a href=\"{up}assets/uPlot.LICENSE\">uPlot</a> (MIT)</footer>\n"
             f"{data_el}</body>\n</html>\n")
 
 
@@ -136,23 +193,39 @@ def _details(r: DiffRow) -> list[str]:
     return out
 
 
-def _ref_line(role: str, ref: ReceiptRef | None, identity: str) -> str:
-    when = f" · {esc(ref.created_at)}" if ref and ref.created_at else ""
-    commit = esc(ref.commit) if ref and ref.commit else "no commit recorded"
-    return (f'<li>{role}: commit <code>{commit}</code>{when} · '
-            f'<a href="../{receipt_file(identity)}">receipt</a></li>')
+def _side_html(role: str, ids: tuple[str, ...], refs: dict[str, ReceiptRef], template: str | None) -> str:
+    items = []
+    for i in ids:
+        ref = refs.get(i)
+        commit = _commit_html(template, ref) if ref else "<code>?</code>"
+        when = f" · {esc(ref.created_at)}" if ref and ref.created_at else ""
+        items.append(f'<li>{commit}{when} · <a href="../{receipt_file(i)}">receipt</a></li>')
+    what = "1 run" if len(ids) == 1 else f"{len(ids)} runs, combined as the rounds of one receipt"
+    return f"<li>{role}: {what}<ol>{''.join(items)}</ol></li>"
 
 
-def diff_html(d: DiffResult | str, base: str, head: str, refs: dict[str, ReceiptRef]) -> str:
-    """One diff as a page: the rows and verdicts of ``benchbox diff BASE HEAD``."""
+def _command(base: tuple[str, ...], head: tuple[str, ...]) -> str:
+    parts, names = [], []
+    for role, ids in (("base", base), ("head", head)):
+        if len(ids) == 1:
+            names.append(receipt_file(ids[0]))
+            continue
+        parts.append(f"benchbox combine {' '.join(receipt_file(i) for i in ids)} -o {role}.json")
+        names.append(f"{role}.json")
+    parts.append(f"benchbox diff {names[0]} {names[1]}")
+    return " && ".join(parts)
+
+
+def diff_html(d: DiffResult | str, base: tuple[str, ...], head: tuple[str, ...], refs: dict[str, ReceiptRef],
+              template: str | None = None) -> str:
+    """A change point's diff as a page: the rows and verdicts of ``benchbox diff`` on its two sides."""
     md = Path(diff_file(base, head, "md")).name
-    head_lines = ['<nav><a href="../index.html">benchbox history</a></nav>', "<h1>benchbox diff</h1>",
-                  "<ul class=\"refs\">",
-                  _ref_line("BASE", refs.get(base), base), _ref_line("HEAD", refs.get(head), head),
-                  "</ul>",
-                  f'<p class="cmd"><code>benchbox diff {esc(receipt_file(base))} '
-                  f'{esc(receipt_file(head))}</code> · <a href="{esc(md)}">'
-                  "markdown</a></p>"]
+    head_lines = ['<nav><a href="../index.html">benchbox history</a></nav>',
+                  "<h1>benchbox diff at a change point</h1>", "<ul class=\"refs\">",
+                  _side_html("BASE (before the change point)", base, refs, template),
+                  _side_html("HEAD (from the change point on)", head, refs, template), "</ul>",
+                  f'<p class="cmd">Run from the site\'s directory: <code>{esc(_command(base, head))}</code>'
+                  f' · <a href="{esc(md)}">markdown</a></p>']
     if isinstance(d, str):
         body = "\n".join(head_lines) + f'\n<p class="refused">Comparison refused: {esc(d)}</p>'
         return _doc("benchbox diff (refused)", body, depth=1)
@@ -189,11 +262,9 @@ def diff_md(d: DiffResult | str) -> str:
 
 # -- history pages ---------------------------------------------------------------------
 
-def _step_json(s: Step | None) -> dict[str, Any] | None:
-    if s is None:
-        return None
+def _step_json(s: Step) -> dict[str, Any]:
     return {"verdict": s.verdict, "why": s.reason, "ratio": s.ratio, "ci": list(s.ci) if s.ci else None,
-            "explain": s.explain, "pred": s.base, "diff": diff_file(s.base, s.head),
+            "explain": s.explain, "runs": [len(s.base), len(s.head)], "diff": diff_file(s.base, s.head),
             "md": diff_file(s.base, s.head, "md")}
 
 
@@ -204,78 +275,107 @@ def _point_json(p: Point) -> dict[str, Any]:
             "p99": p.p99_ns, "p99_ci": list(p.p99_ci_ns) if p.p99_ci_ns else None,
             "flags": flags, "caveats": list(p.caveats),
             "reasons": [r for r in p.reasons if r not in p.caveats],
-            "receipt": receipt_file(p.identity), "step": _step_json(p.step)}
+            "receipt": receipt_file(p.identity)}
 
 
-def page_data(page: Page, history: History) -> dict[str, Any]:
+def _change_json(c: SeriesChange) -> dict[str, Any]:
+    return {"i": c.point.index, "id": c.point.identity, "change": c.found.change,
+            "before": c.found.mean_before, "after": c.found.mean_after, "pvalue": c.found.pvalue,
+            "step": _step_json(c.step)}
+
+
+def page_data(page: Page, history: History, template: str | None = None) -> dict[str, Any]:
     """What a page's script draws (embedded in the page as JSON)."""
     groups = [{"size": g.size, "dtype": g.dtype, "device": g.device,
                "receipts": [{"id": r.identity, "commit": r.commit, "short": r.short,
+                             "commit_url": commit_href(template, r.commit),
                              "created_at": r.created_at, "complete": r.complete, "labels": r.labels}
                             for r in g.receipts]} for g in page.groups]
-    series = []
-    for s in page.series:
-        series.append({
-            "group": s.group, "case": s.case, "runner": s.runner,
-            "points": [_point_json(p) for p in s.points],
-            "changes": [{"i": c.point.index, "id": c.point.identity, "change": c.found.change,
-                         "before": c.found.mean_before, "after": c.found.mean_after,
-                         "pvalue": c.found.pvalue, "step": _step_json(c.point.step)} for c in s.changes],
-        })
+    series = [{"group": s.group, "case": s.case, "runner": s.runner,
+               "points": [_point_json(p) for p in s.points],
+               "changes": [_change_json(c) for c in s.changes]} for s in page.series]
     return {"task": page.task, "contract": {k: page.contract.get(k) for k in
                                             ("name", "version", "first", "last", "clock", "hash")},
             "groups": groups, "series": series,
-            "method": {"diff": _method_diff(history), "changes": history.detector.describe()}}
+            "method": {"changes": _method_changes(history), "no_step_verdicts": NO_STEP_VERDICTS}}
 
 
-def _method_diff(history: History) -> str:
-    o = history.options
-    return (f"each point against its predecessor in the series (the latest earlier valid point) with the "
-            f"rules of benchbox diff: metric {o.metric}, threshold ±{o.threshold:.1%}, {o.level:.0%} BCa "
-            f"interval, Holm at alpha {o.alpha:g}, floor {o.floor_multiple:g}× the harness floor")
+def failed_only(s: Series) -> bool:
+    """A series without one valid measured point: folded away, never an empty chart."""
+    return not any(p.usable for p in s.points)
 
 
-def _series_table(page: Page, s: Series) -> str:
+def _series_table(page: Page, s: Series, template: str | None) -> str:
     refs = page.groups[s.group].receipts
-    out = ["<details class=\"points\"><summary>points, receipts and diffs</summary>",
+    out = ["<details class=\"points\"><summary>points and receipts</summary>",
            "<table><thead><tr><th>#</th><th>commit</th><th>time</th><th>status</th><th>p50 [95% CI]</th>"
-           "<th>p99 [95% CI]</th><th>flags</th><th>step</th><th>links</th></tr></thead><tbody>"]
+           "<th>p99 [95% CI]</th><th>flags</th><th>receipt</th></tr></thead><tbody>"]
     for p in s.points:
         ref = refs[p.index]
         p50 = _ms(p.p50_ns) + (f" [{_ms(p.p50_ci_ns[0])}, {_ms(p.p50_ci_ns[1])}]" if p.p50_ci_ns else "")
         p99 = _ms(p.p99_ns) + (f" [{_ms(p.p99_ci_ns[0])}, {_ms(p.p99_ci_ns[1])}]" if p.p99_ci_ns else "")
         flags = ", ".join(f for f, on in (("noisy", p.noisy), ("unsettled", p.unsettled)) if on)
-        step = (f'<span class="verdict {verdict_class(p.step.verdict)}">{esc(p.step.verdict)}</span>'
-                if p.step else "first")
-        links = f'<a href="{receipt_file(p.identity)}">receipt</a>'
-        if p.step:
-            links += (f' · <a href="{diff_file(p.step.base, p.step.head)}">diff</a>'
-                      f' (<a href="{diff_file(p.step.base, p.step.head, "md")}">md</a>)')
-        out.append(f"<tr><td>{p.index}</td><td><code>{esc(ref.short)}</code></td><td>{esc(ref.created_at)}</td>"
-                   f"<td>{esc(p.status)}</td><td>{p50}</td><td>{p99}</td><td>{esc(flags)}</td>"
-                   f"<td>{step}</td><td>{links}</td></tr>")
+        out.append(f"<tr><td>{p.index}</td><td>{_commit_html(template, ref)}</td>"
+                   f"<td>{esc(ref.created_at)}</td><td>{esc(p.status)}</td><td>{p50}</td><td>{p99}</td><td>{esc(flags)}</td>"
+                   f'<td><a href="{receipt_file(p.identity)}">receipt</a></td></tr>')
     out.append("</tbody></table></details>")
     return "\n".join(out)
 
 
-def _changes_list(page: Page, s: Series) -> str:
+def _verdict_html(step: Step, depth: str = "") -> str:
+    runs = f"{len(step.base)} v {len(step.head)} runs"
+    return (f'<a href="{depth}{diff_file(step.base, step.head)}"><span class="verdict '
+            f'{verdict_class(step.verdict)}">{esc(step.verdict)}</span></a> '
+            f'<span class="runs">({runs})</span>')
+
+
+def _changes_list(page: Page, s: Series, template: str | None) -> str:
     if not s.changes:
         return '<p class="no-changes">No change point.</p>'
     refs = page.groups[s.group].receipts
     items = []
     for c in s.changes:
         ref = refs[c.point.index]
-        step = c.point.step
-        verdict = (f'diff verdict <span class="verdict {verdict_class(step.verdict)}">'
-                   f'{esc(step.verdict)}</span> (<a href="{diff_file(step.base, step.head)}">diff</a>)'
-                   if step else "first point")
-        items.append(f'<li class="change">change point at <code>{esc(ref.short)}</code> '
-                     f'({esc(ref.created_at)}): {c.found.change:+.1%}, mean p50 {_ms(c.found.mean_before)} → '
-                     f'{_ms(c.found.mean_after)}, p = {c.found.pvalue:.2g}; {verdict}</li>')
+        items.append(f'<li class="change" data-i="{c.point.index}" data-commit="{esc(ref.commit)}" '
+                     f'data-verdict="{esc(c.step.verdict)}">change point at {_commit_html(template, ref)} '
+                     f'({esc(ref.created_at)}): {c.found.change:+.1%}, mean p50 '
+                     f'{_ms(c.found.mean_before)} → {_ms(c.found.mean_after)}, p = {c.found.pvalue:.2g}; '
+                     f'diff {_verdict_html(c.step)}</li>')
     return '<ul class="changes">' + "".join(items) + "</ul>"
 
 
-def page_html(page: Page, history: History) -> str:
+def _failed_block(page: Page, failed: list[Series]) -> str:
+    items = []
+    for s in failed:
+        last = s.points[-1]
+        why = last.reasons[0] if last.reasons else "no reason recorded"
+        items.append(f"<li>{esc(s.case)} · {esc(s.runner)}: {len(s.points)} run(s), none valid; last: "
+                     f"{esc(last.status)} ({esc(why)})</li>")
+    return (f'<details class="failed-only"><summary>{len(failed)} series never produced a valid result '
+            f"(no chart)</summary><ul>{''.join(items)}</ul></details>")
+
+
+def _group_html(page: Page, gi: int, template: str | None) -> str:
+    g = page.groups[gi]
+    members = [(k, s) for k, s in enumerate(page.series) if s.group == gi]
+    drawn = [(k, s) for k, s in members if not failed_only(s)]
+    failed = [s for _, s in members if failed_only(s)]
+    parts = [f'<section class="group" data-group="{gi}"><h2>{esc(_group_label(page, gi))}</h2>'
+             f'<p class="meta">{len(g.receipts)} receipts</p>']
+    for k, s in drawn:
+        parts.append(
+            f'<article class="series" data-series="{k}" data-runner="{esc(s.runner)}" '
+            f'data-case="{esc(s.case)}" data-device="{esc(g.device)}" data-size="{esc(g.size)}" '
+            f'data-dtype="{esc(g.dtype)}"><h3>{esc(s.case)} · {esc(s.runner)}</h3>'
+            f'<div class="chart" data-series="{k}"></div><div class="pinned" hidden></div>'
+            f"{_changes_list(page, s, template)}{_series_table(page, s, template)}</article>")
+    if failed:
+        parts.append(_failed_block(page, failed))
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def page_html(page: Page, history: History, template: str | None = None) -> str:
     c = page.contract
     stages = ", ".join(str(x) for x in c.get("stages") or [])
     parts = [
@@ -284,68 +384,88 @@ def page_html(page: Page, history: History) -> str:
         f'<p class="contract">contract <b>{esc(c.get("name"))}</b> v{esc(c.get("version"))}: '
         f'{esc(c.get("first"))}..{esc(c.get("last"))} ({esc(stages)}), {esc(c.get("clock"))} clock, '
         f'hash <code>{esc(page.contract_hash[:16])}</code>. {esc(c.get("description"))}</p>',
-        '<div class="method"><p><b>Steps</b>: ' + esc(_method_diff(history)) + ".</p>"
-        "<p><b>Change points</b>: " + esc(history.detector.describe()) + ".</p></div>",
+        '<div class="method"><p><b>Change points</b>: ' + esc(_method_changes(history)) + ".</p>"
+        f"<p>{esc(NO_STEP_VERDICTS)}</p>"
+        "<p>Drag across a chart to zoom into commits, double-click to zoom out; hover a point for its "
+        "values, click it to pin its links.</p></div>",
         '<div id="filters" class="filters" aria-label="filters"></div>',
         '<div id="legend" class="legend"></div>',
         '<div id="tooltip" class="tooltip" role="status" hidden></div>',
     ]
-    for gi in range(len(page.groups)):
-        members = [(k, s) for k, s in enumerate(page.series) if s.group == gi]
-        g = page.groups[gi]
-        parts.append(f'<section class="group" data-group="{gi}"><h2>{esc(_group_label(page, gi))}</h2>'
-                     f'<p class="meta">{len(g.receipts)} receipts</p>')
-        for k, s in members:
-            parts.append(
-                f'<article class="series" data-series="{k}" data-runner="{esc(s.runner)}" '
-                f'data-case="{esc(s.case)}" data-device="{esc(g.device)}" data-size="{esc(g.size)}" '
-                f'data-dtype="{esc(g.dtype)}"><h3>{esc(s.case)} · {esc(s.runner)}</h3>'
-                f'<div class="chart" data-series="{k}"></div><div class="pinned" hidden></div>'
-                f"{_changes_list(page, s)}{_series_table(page, s)}</article>")
-        parts.append("</section>")
+    parts += [_group_html(page, gi, template) for gi in range(len(page.groups))]
     title = f"{page.task} · {c.get('name')} — benchbox history"
-    return _doc(title, "\n".join(parts), data=page_data(page, history))
+    return _doc(title, "\n".join(parts), data=page_data(page, history, template))
 
 
-def index_html(history: History, files: dict[int, str]) -> str:
+# -- the index -------------------------------------------------------------------------
+
+def _regressions(history: History, files: dict[int, str], template: str | None) -> list[str]:
+    changes = [(page, k, s, c) for k, page in enumerate(history.pages)
+               for s in page.series for c in s.changes]
+    out = [f'<h2 id="regressions">Change points ({len(changes)})</h2>',
+           '<p class="meta">Newest first. A change is the shift of the series\' mean p50 at that commit; the '
+           f"verdict is benchbox diff's on up to {SIDE} runs either side.</p>"]
+    if not changes:
+        return [*out, '<p class="no-changes">No change point in any series.</p>']
+    out.append("<table class=\"changes\"><thead><tr><th>date</th><th>commit</th><th>size</th><th>verdict</th>"
+               "<th>series</th><th>task · contract</th><th>p</th></tr></thead><tbody>")
+    changes.sort(key=lambda x: str(x[0].groups[x[2].group].receipts[x[3].point.index].created_at or ""),
+                 reverse=True)
+    for page, k, s, c in changes:
+        ref = page.groups[s.group].receipts[c.point.index]
+        cls = verdict_class(c.step.verdict)
+        out.append(f'<tr class="{cls}"><td>{_when(ref.created_at)}</td><td>{_commit_html(template, ref)}</td>'
+                   f"<td>{c.found.change:+.1%} ({_ms(c.found.mean_before)} → {_ms(c.found.mean_after)})</td>"
+                   f"<td>{_verdict_html(c.step)}</td>"
+                   f"<td>{esc(s.case)} · {esc(s.runner)} ({esc(_group_label(page, s.group))})</td>"
+                   f'<td><a href="{esc(files[k])}">{esc(page.task)} · '
+                   f'{esc(page.contract.get("name"))}</a></td>'
+                   f"<td>{c.found.pvalue:.2g}</td></tr>")
+    out.append("</tbody></table>")
+    return out
+
+
+def _latest(history: History, files: dict[int, str], template: str | None) -> list[str]:
+    out = ['<h2 id="latest">Latest value of every series</h2>',
+           "<table class=\"latest\"><thead><tr><th>task · contract</th><th>size · dtype · device</th>"
+           "<th>series</th><th>latest p50 [95% CI]</th><th>commit</th><th>date</th><th>runs</th>"
+           "<th>change points</th></tr></thead><tbody>"]
+    failed: list[str] = []
+    for k, page in enumerate(history.pages):
+        where = f'<a href="{esc(files[k])}">{esc(page.task)} · {esc(page.contract.get("name"))}</a>'
+        for s in page.series:
+            label = f"{esc(s.case)} · {esc(s.runner)}"
+            if failed_only(s):
+                failed.append(f"<li>{where}: {label} ({esc(_group_label(page, s.group))}), "
+                              f"{len(s.points)} run(s), none valid</li>")
+                continue
+            p = [q for q in s.points if q.usable][-1]
+            ref = page.groups[s.group].receipts[p.index]
+            ci = f" [{_ms(p.p50_ci_ns[0])}, {_ms(p.p50_ci_ns[1])}]" if p.p50_ci_ns else ""
+            out.append(f"<tr><td>{where}</td><td>{esc(_group_label(page, s.group))}</td><td>{label}</td>"
+                       f"<td>{_ms(p.p50_ns)}{ci}</td><td>{_commit_html(template, ref)}</td>"
+                       f"<td>{_when(ref.created_at)}</td><td>{len(s.points)}</td><td>{len(s.changes)}</td></tr>")
+    out.append("</tbody></table>")
+    if failed:
+        out.append(f'<details class="failed-only"><summary>{len(failed)} series never produced a valid '
+                   f"result</summary><ul>{''.join(failed)}</ul></details>")
+    return out
+
+
+def index_html(history: History, files: dict[int, str], template: str | None = None) -> str:
     parts = ["<h1>benchbox history</h1>",
              f"<p>{history.receipts} receipts in {len(history.pages)} task/contract pages. "
-             f"<b>Steps</b>: {esc(_method_diff(history))}. <b>Change points</b>: "
-             f"{esc(history.detector.describe())}.</p>",
-             "<table class=\"pages\"><thead><tr><th>task</th><th>contract</th><th>hash</th><th>series</th>"
-             "<th>receipts</th><th>change points</th><th>slower steps</th></tr></thead><tbody>"]
-    changes = []
+             f"<b>Change points</b>: {esc(_method_changes(history))}. {esc(NO_STEP_VERDICTS)}</p>"]
+    parts += _regressions(history, files, template)
+    parts += _latest(history, files, template)
+    parts.append("<h2>Pages</h2><table class=\"pages\"><thead><tr><th>task</th><th>contract</th><th>hash</th>"
+                 "<th>series</th><th>receipts</th><th>change points</th></tr></thead><tbody>")
     for k, page in enumerate(history.pages):
-        n_changes = sum(len(s.changes) for s in page.series)
-        slower = sum(1 for s in page.series for p in s.points if p.step and p.step.verdict == "slower")
-        receipts = sum(len(g.receipts) for g in page.groups)
         parts.append(f'<tr><td><a href="{esc(files[k])}">{esc(page.task)}</a></td>'
-                     f"<td>{esc(page.contract.get('name'))}</td><td><code>{esc(page.contract_hash[:12])}</code></td>"
-                     f"<td>{len(page.series)}</td><td>{receipts}</td><td>{n_changes}</td><td>{slower}</td></tr>")
-        for s in page.series:
-            for c in s.changes:
-                changes.append((page, k, s, c))
+                     f"<td>{esc(page.contract.get('name'))}</td><td><code>{esc(page.contract_hash[:12])}</code>"
+                     f"</td><td>{len(page.series)}</td><td>{sum(len(g.receipts) for g in page.groups)}</td>"
+                     f"<td>{sum(len(s.changes) for s in page.series)}</td></tr>")
     parts.append("</tbody></table>")
-    parts.append("<h2>Change points</h2>")
-    if not changes:
-        parts.append('<p class="no-changes">No change point in any series.</p>')
-    else:
-        parts.append("<table class=\"changes\"><thead><tr><th>time</th><th>commit</th>"
-                     "<th>task · contract</th><th>series</th><th>change</th><th>p</th><th>diff verdict</th>"
-                     "</tr></thead><tbody>")
-        changes.sort(key=lambda x: str(x[0].groups[x[2].group].receipts[x[3].point.index].created_at or ""),
-                     reverse=True)
-        for page, k, s, c in changes:
-            ref = page.groups[s.group].receipts[c.point.index]
-            step = c.point.step
-            verdict = (f'<a href="{diff_file(step.base, step.head)}"><span class="verdict '
-                       f'{verdict_class(step.verdict)}">{esc(step.verdict)}</span></a>' if step else "–")
-            parts.append(f"<tr><td>{esc(ref.created_at)}</td><td><code>{esc(ref.short)}</code></td>"
-                         f'<td><a href="{esc(files[k])}">{esc(page.task)} · '
-                         f'{esc(page.contract.get("name"))}</a></td>'
-                         f"<td>{esc(s.case)} · {esc(s.runner)} ({esc(_group_label(page, s.group))})</td>"
-                         f"<td>{c.found.change:+.1%}</td><td>{c.found.pvalue:.2g}</td><td>{verdict}</td></tr>")
-        parts.append("</tbody></table>")
     return _doc("benchbox history", "\n".join(parts))
 
 
@@ -358,9 +478,14 @@ def _check_out(out: Path) -> None:
         raise UsageError(f"{out}: not empty and not a site benchbox wrote; name a new or empty directory")
 
 
-def write_site(history: History, store: Store, out: Path) -> ReportResult:
-    """Write the site into ``out`` (built aside, then swapped in, so ``out`` is never half written)."""
+def write_site(history: History, store: Store, out: Path, commit_url: str | None = None) -> ReportResult:
+    """Write the site into ``out`` (built aside, then swapped in, so ``out`` is never half written).
+
+    ``commit_url``: a template such as ``https://github.com/ORG/REPO/commit/{commit}`` that links
+    every commit shown.
+    """
     out = Path(out)
+    template = check_commit_url(commit_url)
     _check_out(out)
     parent = out.resolve().parent
     try:
@@ -369,7 +494,7 @@ def write_site(history: History, store: Store, out: Path) -> ReportResult:
     except OSError as e:
         raise UsageError(f"{out}: cannot create the site: {e.strerror or e}") from None
     try:
-        result = _write(history, store, tmp, out)
+        result = _write(history, store, tmp, out, template)
         os.chmod(tmp, 0o755)
         old = None
         if out.exists():
@@ -386,23 +511,7 @@ def write_site(history: History, store: Store, out: Path) -> ReportResult:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _write(history: History, store: Store, root: Path, out: Path) -> ReportResult:
-    (root / "assets").mkdir()
-    (root / "receipts").mkdir()
-    (root / "diffs").mkdir()
-    (root / SITE_MARKER).write_text("written by benchbox report\n")
-    for name in ASSET_FILES:
-        shutil.copyfile(ASSETS / name, root / "assets" / name)
-    refs: dict[str, ReceiptRef] = {}
-    for page in history.pages:
-        for g in page.groups:
-            for r in g.receipts:
-                refs[r.identity] = r
-    for ident in refs:
-        shutil.copyfile(store.receipt_path(ident), root / receipt_file(ident))
-    for (base, head), d in history.diffs.items():
-        (root / diff_file(base, head)).write_text(diff_html(d, base, head, refs), encoding="utf-8")
-        (root / diff_file(base, head, "md")).write_text(diff_md(d), encoding="utf-8")
+def _page_files(history: History) -> dict[int, str]:
     files: dict[int, str] = {}
     used: set[str] = set()
     for k, page in enumerate(history.pages):
@@ -411,17 +520,35 @@ def _write(history: History, store: Store, root: Path, out: Path) -> ReportResul
             name = name.replace(".html", f"-{k}.html")
         used.add(name)
         files[k] = name
-        (root / name).write_text(page_html(page, history), encoding="utf-8")
-    (root / "index.html").write_text(index_html(history, files), encoding="utf-8")
+    return files
+
+
+def _write(history: History, store: Store, root: Path, out: Path, template: str | None) -> ReportResult:
+    for sub in ("assets", "receipts", "diffs"):
+        (root / sub).mkdir()
+    (root / SITE_MARKER).write_text("written by benchbox report\n")
+    for name in ASSET_FILES:
+        shutil.copyfile(ASSETS / name, root / "assets" / name)
+    refs = {r.identity: r for page in history.pages for g in page.groups for r in g.receipts}
+    for ident in refs:
+        shutil.copyfile(store.receipt_path(ident), root / receipt_file(ident))
+    for (base, head), d in history.diffs.items():
+        (root / diff_file(base, head)).write_text(diff_html(d, base, head, refs, template), encoding="utf-8")
+        (root / diff_file(base, head, "md")).write_text(diff_md(d), encoding="utf-8")
+    files = _page_files(history)
+    for k, page in enumerate(history.pages):
+        (root / files[k]).write_text(page_html(page, history, template), encoding="utf-8")
+    (root / "index.html").write_text(index_html(history, files, template), encoding="utf-8")
     (root / "history.json").write_text(json.dumps(
-        {"benchbox_version": __version__, "method": {"diff": _method_diff(history),
-                                                      "changes": history.detector.describe()},
-         "pages": [{"file": files[k], **page_data(p, history)} for k, p in enumerate(history.pages)]},
+        {"benchbox_version": __version__,
+         "method": {"changes": _method_changes(history), "no_step_verdicts": NO_STEP_VERDICTS},
+         "pages": [{"file": files[k], **page_data(p, history, template)}
+                   for k, p in enumerate(history.pages)]},
         indent=1, ensure_ascii=False), encoding="utf-8")
     changes = tuple(
         SiteChange(files[k], s.case, s.runner, _group_label(p, s.group),
-                   p.groups[s.group].receipts[c.point.index].commit, c.found.change,
-                   c.point.step.verdict if c.point.step else "first point")
+                   p.groups[s.group].receipts[c.point.index].commit, c.found.change, c.step.verdict,
+                   (len(c.step.base), len(c.step.head)))
         for k, p in enumerate(history.pages) for s in p.series for c in s.changes)
     return ReportResult(out=out, pages=tuple(files[k] for k in sorted(files)),
                         series=sum(len(p.series) for p in history.pages),

@@ -23,6 +23,7 @@ import errno
 import fcntl
 import itertools
 import os
+import shutil
 import stat
 import tempfile
 from collections.abc import Sequence
@@ -204,13 +205,15 @@ class Output(ReceiptSet):
         """Write every receipt to a fresh temporary folder; failing that, keep them in memory."""
         cause = f"{e}" + (" (disk full)" if e.error.errno == errno.ENOSPC else "")
         if self.problem is None:
+            folder: Path | None = None
             try:
                 folder = Path(tempfile.mkdtemp(prefix="benchbox-rescued-"))
                 paths = [folder / p.name for p in self.asked]
                 for path, receipt in zip(paths, self.receipts):
                     write_receipt(path, receipt, exclusive=True)
             except (OSError, UsageError):
-                pass
+                if folder is not None:  # a rescue that failed leaves no folder (the results stay in memory)
+                    shutil.rmtree(folder, ignore_errors=True)
             else:
                 self.paths = paths
                 self.problem = f"{cause}; the receipts were written to {folder} instead"

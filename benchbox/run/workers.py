@@ -17,8 +17,11 @@ joins its alternating runs; the diff's interval then carries the spread between 
   lost: its own receipt (``OUT.rounds/round-N.json``) is written as any run's is.
 - SIGINT or SIGTERM is passed on to the round's worker, which stops as a run stops (its
   receipt keeps what it measured); the rounds so far are joined, marked interrupted.
-- Workers run in their own session: if this process is killed (SIGKILL), the round in
-  progress still finishes and writes its receipt; ``benchbox combine`` joins the rounds.
+- Workers run in their own session (a terminal's Ctrl-C reaches this process, which passes
+  it on), and die with this process: if it is killed (SIGKILL), the round's worker is sent
+  SIGTERM and stops as a run stops, its receipt keeping what it measured, or is killed
+  :data:`~benchbox.run.worker.PARENT_GONE_GRACE_S` seconds later (:mod:`benchbox.run.worker`).
+  The rounds already finished are in ``OUT.rounds/``; ``benchbox combine`` joins them.
 """
 
 from __future__ import annotations
@@ -90,14 +93,17 @@ class _Forward:
                 signal.signal(s, h)
 
 
-def _worker_env(fd: int) -> dict[str, str]:
-    """The environment of a worker: this one, with this benchbox first on the path."""
-    from benchbox.run.worker import FD_VARIABLE
+def _worker_env(fd: int, lifeline: int) -> dict[str, str]:
+    """The environment of a worker: this one, with this benchbox first on the path, the progress
+    pipe, and the lifeline and parent it dies with."""
+    from benchbox.run.worker import FD_VARIABLE, LIFELINE_VARIABLE, PARENT_VARIABLE
 
     env = dict(os.environ)
     home = str(Path(benchbox.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join([home, *filter(None, [env.get("PYTHONPATH")])])
     env[FD_VARIABLE] = str(fd)
+    env[LIFELINE_VARIABLE] = str(lifeline)
+    env[PARENT_VARIABLE] = str(os.getpid())
     return env
 
 
@@ -115,11 +121,28 @@ def _run_round(cfg: RunConfig, label: str, output_file: Path, reporter: Reporter
     """Run one round's worker to its end, passing its progress lines to ``reporter``."""
     data = _payload(cfg)
     r, w = os.pipe()
-    with open(output_file, "ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "benchbox.run.worker"], stdin=subprocess.PIPE,
-                                stdout=out, stderr=out, pass_fds=(w,), env=_worker_env(w),
-                                start_new_session=True)
-    os.close(w)
+    life_r, life_w = os.pipe()  # this process alone holds life_w: it closes when this process dies
+    try:
+        with open(output_file, "ab") as out:
+            proc = subprocess.Popen([sys.executable, "-m", "benchbox.run.worker"], stdin=subprocess.PIPE,
+                                    stdout=out, stderr=out, pass_fds=(w, life_r),
+                                    env=_worker_env(w, life_r), start_new_session=True)
+    except BaseException:
+        os.close(r)
+        os.close(life_w)
+        raise
+    finally:
+        os.close(w)
+        os.close(life_r)
+    try:
+        return _follow(proc, data, r, label, reporter, forward)
+    finally:
+        os.close(life_w)
+
+
+def _follow(proc: subprocess.Popen[bytes], data: bytes, r: int, label: str, reporter: Reporter,
+            forward: _Forward) -> _Round:
+    """Feed the worker its configuration and pass its progress on until it exits."""
     forward.proc = proc
     ended = _Round()
     try:

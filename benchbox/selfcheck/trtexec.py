@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchbox.errors import last_line
 from benchbox.selfcheck.checks import Check, p50s
 
 #: device_throughput p50 / trtexec's GPU compute median outside this range is flagged
@@ -66,9 +67,9 @@ def compare(receipts: dict[str, dict[str, Any]], report: dict[str, Any], flavour
     log_path.write_text(f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
     parsed = parse_output(proc.stdout + proc.stderr)
     if proc.returncode != 0 or parsed is None:
-        last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        last = last_line(proc.stderr or proc.stdout, 200)
         return Check(NAME, "warning", f"trtexec exited {proc.returncode} without a GPU compute summary "
-                                      f"({last[0][:200]}); output in {log_path.name}")
+                                      f"({last}); output in {log_path.name}")
     case = next(iter(throughput))
     median_ns = parsed["gpu_compute_ms"]["median"] * 1e6
     ratio = throughput[case] / median_ns if median_ns > 0 else float("inf")

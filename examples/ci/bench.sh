@@ -12,8 +12,12 @@
 #
 # Writes OUT_DIR/base.json, OUT_DIR/head.json, OUT_DIR/diff.md (always: the report, or why
 # there is none) and OUT_DIR/diff-exit (benchbox diff's exit code: 0 no regression,
-# 1 regression, 2 refused or unusable input, 3+ something else). Exits 0 when diff.md was
-# written, whatever the verdict: the workflow decides what fails the job.
+# 1 regression, 2 refused or unusable input, 3 nothing judged or unreliable). Exits 0 when
+# diff.md was written, whatever the verdict: the workflow decides what fails the job.
+#
+# Text from logs (a failed run's last lines, a refusal) goes into diff.md inside a fenced code
+# block, with absolute paths made relative to the checkouts and OUT_DIR and backticks replaced,
+# so nothing in it is rendered as markdown or HTML where the report is shown.
 set -uo pipefail
 
 base_dir=$1 head_dir=$2 out=$3
@@ -22,17 +26,32 @@ rounds=${BENCHBOX_ROUNDS:-5}
 benchbox=${BENCHBOX:-benchbox}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+base_abs=$(cd "$base_dir" && pwd)
+head_abs=$(cd "$head_dir" && pwd)
 
-report_failure() {  # the step summary and the PR comment say why there is no diff
-  printf '<!-- benchbox-diff -->\n### benchbox: no comparison\n\n%s\n' "$1" > "$out/diff.md"
+fenced() {  # text on stdin -> a fenced code block: paths relative, no backticks, at most 40 lines
+  local sed_args=(-e "s#$out/##g" -e "s#$base_abs/#base/#g" -e "s#$head_abs/#head/#g")
+  [ -n "${GITHUB_WORKSPACE:-}" ] && sed_args+=(-e "s#${GITHUB_WORKSPACE%/}/##g")
+  [ -n "${HOME:-}" ] && sed_args+=(-e "s#${HOME%/}/#~/#g")
+  echo '```text'
+  # any other absolute path (one a message cut short, say) keeps only its last part
+  sed_args+=(-E -e "s#(^|[[:space:]'\"(=])/([^[:space:]'\"/]+/)+#\\1.../#g" -e 's/`/'"'"'/g')
+  tr -d '\000-\010\013-\037\177' | sed "${sed_args[@]}" | tail -n 40 | cut -c1-400
+  echo '```'
+}
+
+report_failure() {  # why, log text: the step summary and the PR comment say why there is no diff
+  printf '%s\n' "$2" > "$out/failure.txt"
+  { printf '<!-- benchbox-diff -->\n### benchbox: no comparison\n\n%s\n\n' "$1"
+    printf '%s\n' "$2" | fenced; } > "$out/diff.md"
   echo 2 > "$out/diff-exit"
   exit 0
 }
 
 one_run() {  # side, index
   local dir=$1_dir
-  (cd "${!dir}" && $benchbox run --out "$out/$1-$2.json" "${run_args[@]}") \
-    > "$out/$1-$2.log" 2>&1 || report_failure "the $1 run $2 of $rounds failed: $(tail -n 1 "$out/$1-$2.log")"
+  (cd "${!dir}" && $benchbox run --out "$out/$1-$2.json" "${run_args[@]}") > "$out/$1-$2.log" 2>&1 \
+    || report_failure "The $1 run $2 of $rounds failed; the last lines of its log:" "$(tail -n 5 "$out/$1-$2.log")"
 }
 
 run_args=("$@")
@@ -49,17 +68,18 @@ join() {  # side
   if [ "$rounds" -eq 1 ]; then cp "$out/$1-1.json" "$out/$1.json"; return; fi
   rm -f "$out/$1.json"
   $benchbox combine "$out"/"$1"-[0-9]*.json -o "$out/$1.json" > /dev/null 2> "$out/combine-$1.log" \
-    || report_failure "combining the $1 runs failed: $(tail -n 1 "$out/combine-$1.log")"
+    || report_failure "Combining the $1 runs failed:" "$(tail -n 5 "$out/combine-$1.log")"
 }
 for side in "${sides[@]}"; do join "$side"; done
 [ -f "$out/baseline.json" ] && cp "$out/baseline.json" "$out/base.json"
 
 # the workflow writes diff.md to the step summary itself, on every path
-env -u GITHUB_STEP_SUMMARY $benchbox diff "$out/base.json" "$out/head.json" --format markdown ${BENCHBOX_DIFF_ARGS:-} \
+# run in OUT_DIR, so the report names the receipts base.json and head.json, not runner paths
+(cd "$out" && env -u GITHUB_STEP_SUMMARY $benchbox diff base.json head.json --format markdown ${BENCHBOX_DIFF_ARGS:-}) \
   > "$out/diff.body" 2> "$out/diff.err"
 code=$?
 if [ ! -s "$out/diff.body" ]; then
-  printf '### benchbox: comparison refused\n\n%s\n' "$(cat "$out/diff.err")" > "$out/diff.body"
+  { printf '### benchbox: comparison refused\n\n'; fenced < "$out/diff.err"; } > "$out/diff.body"
 fi
 { echo '<!-- benchbox-diff -->'; cat "$out/diff.body"; } > "$out/diff.md"
 echo "$code" > "$out/diff-exit"

@@ -34,6 +34,7 @@ def test_base_and_head_runs_alternate_and_become_rounds_of_one_receipt_each(tmp_
     assert [f.stem for f in made] == ["base-1", "head-1", "head-2", "base-2"]
     report = (tmp_path / "diff.md").read_text()
     assert report.startswith("<!-- benchbox-diff -->\n") and "torch-eager" in report
+    assert "base.json → head.json" in report and str(tmp_path) not in report  # relative names
     assert (tmp_path / "diff-exit").read_text().strip() in {"0", "1", "3", "4"}
 
 

@@ -546,3 +546,23 @@ def test_pcie_labels_of_two_concurrent_cells_with_this_machines_pci_devices_stan
     other = reg.claim("d" * 64, 1, True, a_gpu)  # two cells on one GPU: the labels must say so
     assert overlap_labels(other, reg.release(other), a_gpu)["matrix_pcie_shared"] == "true"
     reg.release(same)
+
+
+def test_a_killed_drivers_work_folders_are_removed_by_the_next_cell(tmp_path: Path) -> None:
+    from benchbox.matrix.cell import clean_stale_work
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        work = tmp_path / "work"
+        names = (f"0123456789ab-{dead}", f"ba9876543210-{live.pid}", f"cafecafecafe-{os.getpid()}", "notes")
+        for name in names:
+            (work / name).mkdir(parents=True)
+            (work / name / "run.log").write_text("x")
+        assert clean_stale_work(work) == [f"0123456789ab-{dead}"]
+        assert sorted(os.listdir(work)) == sorted([f"ba9876543210-{live.pid}", f"cafecafecafe-{os.getpid()}",
+                                                   "notes"])
+    finally:
+        live.kill()
+        live.wait()

@@ -130,3 +130,23 @@ def test_sub_rounds_and_in_process_rounds_stay_with_their_process(two_runs: list
     for row in rounds.results:
         assert row.round_sizes == (20, 20, 20, 20) and row.round_process == (0, 0, 1, 1)
         assert [len(x) for x in process_samples(rounds, row)] == [40, 40]
+
+
+def test_copies_are_refused_naming_both_files(two_runs: list[Path], tmp_path: Path) -> None:
+    a, b = (load_receipt(p) for p in two_runs)
+    with pytest.raises(UsageError, match=r"^a2 is a copy of a1 \(the same receipt\)"):
+        combine([a, b, a], ["a1", "b", "a2"])
+    # a copy with its metadata edited still carries the run's samples: refused all the same
+    renamed = replace(a, created_at="2030-01-01T00:00:00+00:00", command=("edited",))
+    with pytest.raises(UsageError, match=r"^a2 is a copy of a1 \(the same samples in every row\)"):
+        combine([a, renamed], ["a1", "a2"])
+    # on the command line: one line naming both files, exit 2, nothing written
+    copy = tmp_path / "copy.json"
+    copy.write_bytes(two_runs[0].read_bytes())
+    r = CliRunner().invoke(main, ["combine", str(two_runs[0]), str(two_runs[1]), str(copy),
+                                  "-o", str(tmp_path / "out.json")])
+    assert r.exit_code == 2
+    assert r.output.strip().splitlines() == [
+        f"benchbox: error: {copy} is a copy of {two_runs[0]} (the same receipt): combine joins separate "
+        "runs, and a copy would count one run's samples twice"]
+    assert not (tmp_path / "out.json").exists()

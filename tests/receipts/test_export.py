@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from benchbox import stats
 from benchbox.cli import main
 from benchbox.contracts import STAGES
 from tests.conftest import make_receipt
@@ -155,6 +156,7 @@ def _first_samples(receipt: Path, n: int, out: Path) -> None:
         row["samples_ns"] = row["samples_ns"][:n]
         row["stages_ns"] = {k: v[:n] for k, v in row["stages_ns"].items()}
         row["round_sizes"] = [n]
+        row["summary"] = stats.summarize(row["samples_ns"])  # the loader checks it agrees
     out.write_text(json.dumps(doc))
 
 
@@ -253,3 +255,29 @@ def test_table_export_of_a_lone_surrogate_in_a_receipt_string() -> None:
     (shown,) = set(frame["hostname"].to_list())
     assert shown.startswith("\ufffd") and shown.endswith("host")
     shown.encode("utf-8")  # valid UTF-8
+
+
+def test_csv_export_streams_one_row_at_a_time(tmp_path: Path) -> None:
+    """The CSV export holds one result row's frame, never per-sample Python lists of the whole
+    table: Python's own allocations while exporting 40 rows × 5,000 samples stay small (the
+    whole table as lists took 65 MiB here). benchmarks/export_memory.py measures the process."""
+    import tracemalloc
+
+    from benchbox.receipts import load_receipt
+    from benchbox.receipts.export import export_receipt
+    from benchmarks.export_memory import make_receipt
+
+    src = tmp_path / "big.json"
+    make_receipt(src, rows=40, samples=5_000)
+    receipt = load_receipt(src)
+    tracemalloc.start()
+    try:
+        export_receipt(receipt, "csv", tmp_path / "out.csv")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 20 * 2**20, f"{peak / 2**20:.1f} MiB traced"
+    with open(tmp_path / "out.csv") as f:
+        header = f.readline()
+        assert header.startswith("task,contract,contract_hash,runner,case,status,sample,round,region_ns,")
+        assert sum(1 for _ in f) == 40 * 5_000

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from benchbox import stats
 from benchbox.errors import UsageError
 from benchbox.receipts import io, load_receipt
 from benchbox.receipts.io import write_receipt
@@ -149,6 +151,7 @@ def test_large_arrays_within_the_limit_load(tmp_path: Path) -> None:
     n = 300_000
     r["results"][0]["samples_ns"] = list(range(n))
     r["results"][0]["round_sizes"] = [n]
+    r["results"][0]["summary"] = stats.summarize(r["results"][0]["samples_ns"])
     path = tmp_path / "big.json"
     path.write_text(json.dumps(r))
     assert len(loaded(path)["results"][0]["samples_ns"]) == n
@@ -293,3 +296,47 @@ def test_a_receipt_whose_arrival_agrees_with_its_policy_loads(tmp_path: Path) ->
                                              tmp_path))
     assert receipt.contract.arrival is not None and receipt.contract.arrival.rate_per_s == 50.0
     io.load_receipt(_with_contract("public_task_call_wall", None, tmp_path))  # written before arrivals
+
+
+# -- what the loader checks beyond the shape ---------------------------------------------------
+
+@pytest.mark.parametrize("where", ["task.name", "task.size", "task.cases[0].name", "results[0].case",
+                                   "results[0].runner", "contract.name"])
+def test_a_name_over_the_limit_is_refused_on_load_at_once(where: str, tmp_path: Path) -> None:
+    from benchbox.tasks import MAX_NAME_LENGTH
+
+    r = _golden()
+    node: Any = r
+    *path, last = where.replace("[0]", ".0").split(".")
+    for k in path:
+        node = node[int(k)] if k.isdigit() else node[k]
+    node[last] = "x" * 5_000_000  # 5 MB: the loader must refuse it, not print it
+    p = tmp_path / "long.json"
+    p.write_text(json.dumps(r))
+    with pytest.raises(UsageError, match=rf"{re.escape(where)}: is 5,000,000 characters long, over the "
+                                         rf"limit of {MAX_NAME_LENGTH}"):
+        load_receipt(p)
+    if where != "contract.name":  # (a contract's name is in its hash)
+        node[last] = "y" * MAX_NAME_LENGTH  # at the limit: loads
+        p.write_text(json.dumps(r))
+        assert load_receipt(p) is not None
+
+
+@pytest.mark.parametrize("key, value", [("n", 29), ("p50_ns", 1), ("min_ns", 0), ("max_ns", 2**40),
+                                        ("mean_ns", 7), ("p99_ns", 3)])
+def test_a_summary_that_contradicts_its_samples_is_refused(key: str, value: int, tmp_path: Path) -> None:
+    r = _golden()
+    r["results"][0]["summary"][key] = value
+    p = tmp_path / "edited.json"
+    p.write_text(json.dumps(r))
+    with pytest.raises(UsageError, match=rf"results\[0\]: summary {key} is {value} but"):
+        load_receipt(p)
+    one_line_exit_2(["show", str(p)])
+
+
+def test_summaries_written_by_benchbox_agree_with_their_samples() -> None:
+    """Every committed receipt loads: the check refuses edits, not what benchbox wrote."""
+    paths = [GOLDEN, GOLDEN_V1, *sorted((Path(__file__).resolve().parents[2] / "receipts").glob("*.json"))]
+    assert len(paths) > 2
+    for p in paths:
+        assert load_receipt(p).results

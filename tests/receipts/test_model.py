@@ -20,6 +20,9 @@ from benchbox.receipts.typed import decode
 from tests.support import GOLDEN
 from tests.test_fuzz import _mutate_tree
 
+#: how many samples the golden receipt's first row holds (an appended one has this index)
+GOLDEN_SAMPLES = len(json.loads(GOLDEN.read_text())["results"][0]["samples_ns"])
+
 #: documents the agreement test compares; the loader refuses others for reasons a schema of one
 #: version cannot state (newer versions, non-finite numbers, nesting beyond the limit)
 AGREEMENT_EXAMPLES = 3000
@@ -93,8 +96,7 @@ def test_a_document_round_trips_through_the_model_unchanged() -> None:
 
 @pytest.mark.parametrize("change, message", [
     (lambda d: d["results"][0].__setitem__("status", "great"), "results[0].status"),
-    (lambda d: d["results"][0]["samples_ns"].append(-5),
-     f"results[0].samples_ns[{len(json.loads(GOLDEN.read_text())['results'][0]['samples_ns'])}]"),
+    (lambda d: d["results"][0]["samples_ns"].append(-5), f"results[0].samples_ns[{GOLDEN_SAMPLES}]"),
     (lambda d: d["results"][0]["summary"].pop("p50_ns"), "results[0].summary: p50_ns is missing"),
     (lambda d: d["results"][0]["accuracy"].__setitem__("passed", False),
      "results[0]: a valid row needs accuracy.passed = true"),
@@ -129,3 +131,10 @@ def test_the_device_label_names_the_gpu_else_the_cpu_model(environment: dict, la
     assert receipt.device_label == label
     assert receipt.device == (environment["gpu"]["name"] if (environment.get("gpu") or {}).get("name")
                               else str(environment.get("device", "unknown")))
+
+
+def test_the_receipts_name_limit_is_the_tasks() -> None:
+    from benchbox.receipts.model import MAX_NAME_LENGTH
+    from benchbox.tasks import MAX_NAME_LENGTH as TASK_LIMIT
+
+    assert MAX_NAME_LENGTH == TASK_LIMIT

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from benchbox import stats
 from benchbox.cli import main
 from benchbox.contracts import load_contract
 from benchbox.receipts.diff import diff_receipts
@@ -31,6 +32,7 @@ def _receipts(slower: float) -> tuple[dict, dict]:
     head = json.loads(json.dumps(base))
     for row in head["results"]:
         row["samples_ns"] = [int(v * slower) for v in row["samples_ns"]]
+        row["summary"] = stats.summarize(row["samples_ns"])  # the loader checks it agrees
     return base, head
 
 

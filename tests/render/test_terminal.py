@@ -8,6 +8,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from benchbox import stats
 from benchbox.cli import main
 from benchbox.render.common import terminal
 from tests.evil_tasks import ESCAPES
@@ -32,6 +33,7 @@ def _evil_receipt(tmp: Path, name: str, slower: float = 1.0, marker: str = ESCAP
         row["case"] += marker
         row["reasons"] = ["why" + marker + ("\nsecond line" if marker else " second line")]
         row["samples_ns"] = [int(v * slower) for v in row["samples_ns"]]
+        row["summary"] = stats.summarize(row["samples_ns"])  # the loader checks it agrees
     doc.pop("comparisons", None)
     path = tmp / name
     path.write_text(json.dumps(doc))

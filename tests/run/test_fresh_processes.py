@@ -185,27 +185,109 @@ def test_a_signal_reaches_the_round_in_progress_and_the_rounds_so_far_are_joined
     assert [len(x["samples_ns"]) for x in r["results"]] == [300, 300]
 
 
-def test_a_killed_parent_leaves_the_round_in_progress_to_finish(tmp_path: Path) -> None:
+def _gone_within(pid: int, seconds: float) -> float | None:
+    """Seconds until ``pid`` ended, or None if it still runs after ``seconds``."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        if not _alive(pid):
+            return time.monotonic() - t0
+        time.sleep(0.05)
+    return None
+
+
+def _kill_worker(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def test_a_killed_parents_worker_stops_and_keeps_what_it_measured(tmp_path: Path) -> None:
+    """A round of 2 × 3,000 samples of 5 ms takes 30 s; the parent is SIGKILLed as it starts
+    sampling: the worker stops within seconds (its parent-death signal), as a run stops."""
     pids = tmp_path / "pids"
-    proc = _cli(tmp_path, "--samples", "200", "--repeats", "2", "--task-option", "sleep_ms=5",
-                BENCHBOX_TEST_PID_FILE=str(pids))
+    proc = _cli(tmp_path, "--samples", "6000", "--repeats", "2", "--task-option", "sleep_ms=5",
+                "--case-time-limit", "0", BENCHBOX_TEST_PID_FILE=str(pids))
     first = tmp_path / "r.rounds" / "round-1.json"
     try:
         _wait_until(lambda: first.exists(), proc)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and not (first.exists() and loaded(first).get("complete")):
-            time.sleep(0.1)
+        [worker] = pids.read_text().split()
+        took = _gone_within(int(worker), 20)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    r = loaded(first)
-    assert r["complete"] is True and [len(x["samples_ns"]) for x in r["results"]] == [100, 100]
-    [worker] = pids.read_text().split()  # one round ran, in its own process; wait for it to exit
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and _alive(int(worker)):
-        time.sleep(0.1)
-    assert not _alive(int(worker))
+        if pids.exists():
+            _kill_worker(int(pids.read_text().split()[0]))
+    assert took is not None, "the worker outlived its SIGKILLed parent by 20 s"
+    r = loaded(first)  # what it measured is kept, marked as an interrupted run's
+    assert r["complete"] is False and r["interrupted"] is True
     assert not (tmp_path / "r.json").exists()  # the rounds were never joined: `benchbox combine` can
+
+
+def test_a_worker_hanging_in_task_code_dies_with_its_parent(tmp_path: Path) -> None:
+    """Task code that hangs and swallows exceptions, with no case time limit: the worker still
+    ends once its parent is SIGKILLed."""
+    pids, mark = tmp_path / "pids", tmp_path / "hanging"
+    proc = subprocess.Popen([sys.executable, "-m", "benchbox", "run", "--task", "tests.hostile_tasks:factory",
+                             "--runner", "torch-eager", "--warmup", "1", "--fresh-processes",
+                             "--repeats", "2", "--samples", "4", "--case-time-limit", "0",
+                             "--task-option", "hang_in=parse", "--task-option", "swallow=true",
+                             "--task-option", f"mark={mark}",
+                             "--out", str(tmp_path / "r.json")],
+                            cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO),
+                                               "BENCHBOX_TEST_PID_FILE": str(pids)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        _wait_until(lambda: mark.exists(), proc)
+        [worker] = pids.read_text().split()
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        took = _gone_within(int(worker), 20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if pids.exists():
+            _kill_worker(int(pids.read_text().split()[0]))
+    assert took is not None, "a hanging worker outlived its SIGKILLed parent"
+
+
+def test_a_worker_that_ignores_sigterm_is_killed_when_its_lifeline_closes() -> None:
+    """The lifeline alone (the parent's end closed, as its death closes it): a worker that
+    ignores SIGTERM is killed PARENT_GONE_GRACE_S seconds later."""
+    from benchbox.run.worker import LIFELINE_VARIABLE, PARENT_GONE_GRACE_S, PARENT_VARIABLE
+
+    r, w = os.pipe()
+    code = ("import signal, sys, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "from benchbox.run.worker import die_with_parent\ndie_with_parent()\n"
+            "print('ready', flush=True)\ntime.sleep(600)\n")
+    child = subprocess.Popen([sys.executable, "-c", code], pass_fds=(r,), stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": str(REPO), LIFELINE_VARIABLE: str(r),
+                                  PARENT_VARIABLE: str(os.getpid())})
+    os.close(r)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        time.sleep(0.5)
+        assert child.poll() is None  # the lifeline holds while its other end is open
+        os.close(w)
+        t0 = time.monotonic()
+        child.wait(timeout=PARENT_GONE_GRACE_S + 20)
+        took = time.monotonic() - t0
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == -signal.SIGKILL and took >= PARENT_GONE_GRACE_S - 0.5
+
+
+def test_a_worker_without_a_parent_to_die_with_runs_as_before() -> None:
+    """Outside a fresh-processes run (no parent named), the worker arms nothing."""
+    code = ("import os, threading\nfrom benchbox.run.worker import die_with_parent\n"
+            "os.environ.pop('BENCHBOX_WORKER_PARENT', None)\ndie_with_parent()\n"
+            "print(sorted(t.name for t in threading.enumerate()))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
+                         env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "['MainThread']", out.stderr

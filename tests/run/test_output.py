@@ -176,6 +176,7 @@ def test_disk_full_mock_everywhere_keeps_the_results_in_the_table(
     assert "invoice" in result.stdout and "valid" in result.stdout
     assert "receipt NOT written" in result.stdout
     assert loaded(out)["results"] == []
+    assert not list((tmp_path / "tmp").glob("benchbox-rescued-*"))  # the failed rescue left nothing
 
 
 def test_disk_full_mock_everywhere_then_sigint_shows_the_results_kept_in_memory_in_the_table(

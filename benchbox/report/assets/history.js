@@ -1,20 +1,23 @@
-/* benchbox history: trend charts drawn as SVG from the JSON embedded in the page.
- * No dependencies, no network. Every value from a receipt reaches the page through
- * textContent or setAttribute, never as markup. */
+/* benchbox history: one uPlot chart per series, from the JSON embedded in the page.
+ * uPlot (MIT, vendored beside this file) draws lines, interval bands, axes, the cursor and
+ * drag-to-zoom; this script adds the marks benchbox knows of (change points, invalid and
+ * failed runs, noisy and unsettled runs), the tooltip, pinned links and the filters.
+ * No network. Every value from a receipt reaches the page through textContent or
+ * setAttribute, never as markup. */
 (function () {
   "use strict";
-  var NS = "http://www.w3.org/2000/svg";
-  var W = 900, L = 78, R = 16;
-  var P50 = {top: 26, bottom: 196};
-  var P99 = {top: 222, bottom: 300};
-  var H = 350;
-
   var holder = document.getElementById("history-data");
-  if (!holder) { return; }
+  if (!holder || typeof uPlot === "undefined") { return; }
   var data = JSON.parse(holder.textContent);
   var tooltip = document.getElementById("tooltip");
+  var COLORS = {p50: "#1f6fb2", p99: "#c2621a", cp: "#6a1b9a", bad: "#555", noisy: "#d79b00",
+                unsettled: "#7b3fa0", slower: "#c62828", faster: "#2e7d32"};
+  var HEIGHT = 260;
+  var charts = [];
+  window.benchboxCharts = charts;
 
-  function fill(e, attrs, parent, text) {
+  function node(tag, attrs, parent, text) {
+    var e = document.createElement(tag);
     Object.keys(attrs || {}).forEach(function (k) {
       if (attrs[k] !== null && attrs[k] !== undefined) { e.setAttribute(k, String(attrs[k])); }
     });
@@ -22,8 +25,6 @@
     if (parent) { parent.appendChild(e); }
     return e;
   }
-  function node(tag, attrs, parent, text) { return fill(document.createElement(tag), attrs, parent, text); }
-  function s(tag, attrs, parent, text) { return fill(document.createElementNS(NS, tag), attrs, parent, text); }
 
   function fmt(ns) {
     if (ns === null || ns === undefined) { return "–"; }
@@ -32,39 +33,25 @@
     if (a >= 1e3) { return (ns / 1e3).toFixed(2) + " µs"; }
     return Math.round(ns) + " ns";
   }
+  /* axis labels: one unit per axis, as many decimals as the tick step needs */
+  function ticks(u, splits) {
+    var top = Math.max.apply(null, splits.map(Math.abs));
+    var unit = top >= 1e6 ? [1e6, " ms"] : top >= 1e3 ? [1e3, " µs"] : [1, " ns"];
+    var step = splits.length > 1 ? Math.abs(splits[1] - splits[0]) / unit[0] : 1;
+    var dec = step > 0 ? Math.min(3, Math.max(0, -Math.floor(Math.log10(step) + 1e-9))) : 0;
+    return splits.map(function (v) { return (v / unit[0]).toFixed(dec) + unit[1]; });
+  }
   function ci(pair) { return pair ? " [" + fmt(pair[0]) + ", " + fmt(pair[1]) + "]" : " (no interval)"; }
   function pct(x) { return (x >= 0 ? "+" : "") + (100 * x).toFixed(1) + "%"; }
+  function usable(p) { return p && p.status === "valid" && p.p50 !== null; }
 
-  function niceTicks(lo, hi, count) {
-    var span = hi - lo;
-    if (!(span > 0)) { return [lo]; }
-    var step = Math.pow(10, Math.floor(Math.log10(span / count)));
-    var err = span / count / step;
-    if (err >= 7.5) { step *= 10; } else if (err >= 3.5) { step *= 5; } else if (err >= 1.5) { step *= 2; }
-    var out = [];
-    for (var v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) { out.push(v); }
-    return out;
+  function changeLine(c) {
+    var st = c.step;
+    return "change point " + pct(c.change) + " (mean p50 " + fmt(c.before) + " → " + fmt(c.after)
+      + ", p = " + c.pvalue.toPrecision(2) + "); diff on " + st.runs[0] + " v " + st.runs[1] + " runs: "
+      + st.verdict + (st.ratio !== null ? " ×" + st.ratio.toFixed(3) : "")
+      + (st.ci ? " [" + st.ci[0].toFixed(3) + ", " + st.ci[1].toFixed(3) + "]" : "");
   }
-
-  function usable(p) { return p.status === "valid" && p.p50 !== null; }
-
-  function range(values) {
-    var lo = Math.min.apply(null, values), hi = Math.max.apply(null, values);
-    if (!(hi > lo)) { lo = lo * 0.95; hi = hi * 1.05 + 1; }
-    var pad = (hi - lo) * 0.08;
-    return [Math.max(0, lo - pad), hi + pad];
-  }
-
-  function collect(points, key) {
-    var vals = [];
-    points.forEach(function (p) {
-      if (p[key] !== null) { vals.push(p[key]); }
-      if (p[key + "_ci"]) { vals.push(p[key + "_ci"][0], p[key + "_ci"][1]); }
-    });
-    return vals;
-  }
-
-  function verdictClass(v) { return "v-" + String(v).toLowerCase().replace(/[^a-z]+/g, "-"); }
 
   function describe(series, group, p) {
     var r = group.receipts[p.i];
@@ -77,21 +64,7 @@
     ];
     if (p.flags.length) { lines.push("flagged " + p.flags.join(", ") + ": " + p.caveats.join("; ")); }
     p.reasons.forEach(function (x) { lines.push(x); });
-    if (p.step) {
-      var st = p.step;
-      lines.push("diff vs " + st.pred.slice(0, 12) + ": " + st.verdict
-        + (st.ratio !== null ? " ×" + st.ratio.toFixed(3) : "")
-        + (st.ci ? " [" + st.ci[0].toFixed(3) + ", " + st.ci[1].toFixed(3) + "]" : ""));
-      if (st.explain) { lines.push("stages moved: " + st.explain); }
-    } else {
-      lines.push("first point of the series");
-    }
-    series.changes.forEach(function (c) {
-      if (c.i === p.i) {
-        lines.push("change point " + pct(c.change) + " (mean p50 " + fmt(c.before) + " → " + fmt(c.after)
-          + ", p = " + c.pvalue.toPrecision(2) + ")");
-      }
-    });
+    series.changes.forEach(function (c) { if (c.i === p.i) { lines.push(changeLine(c)); } });
     var labels = Object.keys(r.labels || {});
     if (labels.length) {
       lines.push("labels " + labels.map(function (k) { return k + "=" + r.labels[k]; }).join(", "));
@@ -99,18 +72,20 @@
     return lines;
   }
 
-  function showTip(lines, evt) {
+  function showTip(lines, x, y) {
     tooltip.textContent = "";
     lines.forEach(function (line, k) { node("div", {"class": k === 0 ? "tip-head" : "tip-line"}, tooltip, line); });
     tooltip.hidden = false;
-    var x = evt.clientX + 14, y = evt.clientY + 14;
     var box = tooltip.getBoundingClientRect();
-    if (x + box.width > window.innerWidth - 8) { x = Math.max(8, evt.clientX - box.width - 14); }
-    if (y + box.height > window.innerHeight - 8) { y = Math.max(8, evt.clientY - box.height - 14); }
-    tooltip.style.left = x + "px";
-    tooltip.style.top = y + "px";
+    var left = x + 14, top = y + 14;
+    if (left + box.width > window.innerWidth - 8) { left = Math.max(8, x - box.width - 14); }
+    if (top + box.height > window.innerHeight - 8) { top = Math.max(8, y - box.height - 14); }
+    tooltip.style.left = left + "px";
+    tooltip.style.top = top + "px";
   }
   function hideTip() { tooltip.hidden = true; }
+
+  function sep(parent) { parent.appendChild(document.createTextNode(" · ")); }
 
   function pin(article, series, group, p) {
     var panel = article.querySelector(".pinned");
@@ -120,162 +95,164 @@
     });
     var links = node("div", {"class": "links"}, panel);
     node("a", {href: p.receipt}, links, "receipt");
-    if (p.step) {
-      links.appendChild(document.createTextNode(" · "));
-      node("a", {href: p.step.diff}, links, "diff with its predecessor");
-      links.appendChild(document.createTextNode(" · "));
-      node("a", {href: p.step.md}, links, "markdown");
-    }
+    var r = group.receipts[p.i];
+    if (r.commit_url) { sep(links); node("a", {href: r.commit_url, "class": "commit"}, links, "commit"); }
+    series.changes.forEach(function (c) {
+      if (c.i !== p.i) { return; }
+      sep(links);
+      node("a", {href: c.step.diff}, links, "diff at this change point (" + c.step.verdict + ")");
+      sep(links);
+      node("a", {href: c.step.md}, links, "markdown");
+    });
     panel.hidden = false;
+  }
+
+  /* the columns uPlot draws: x (the receipt's place in its group), p50 with its interval, p99 with its */
+  function columns(series, n) {
+    var cols = [[], [], [], [], [], [], []];
+    var byI = {};
+    series.points.forEach(function (p) { byI[p.i] = p; });
+    for (var i = 0; i < n; i++) {
+      var p = byI[i], ok = usable(p);
+      cols[0].push(i);
+      cols[1].push(ok ? p.p50 : null);
+      cols[2].push(ok && p.p50_ci ? p.p50_ci[0] : null);
+      cols[3].push(ok && p.p50_ci ? p.p50_ci[1] : null);
+      cols[4].push(ok && p.p99 !== null ? p.p99 : null);
+      cols[5].push(ok && p.p99_ci ? p.p99_ci[0] : null);
+      cols[6].push(ok && p.p99_ci ? p.p99_ci[1] : null);
+    }
+    return {cols: cols, byI: byI};
+  }
+
+  /* benchbox's own marks, drawn on uPlot's canvas after each redraw */
+  function marks(series, group, byI, n) {
+    return function (u) {
+      var ctx = u.ctx, px = uPlot.pxRatio, top = u.bbox.top, bottom = u.bbox.top + u.bbox.height;
+      var x0 = u.bbox.left, x1 = u.bbox.left + u.bbox.width;
+      ctx.save();
+      for (var i = 0; i < n; i++) {
+        var p = byI[i];
+        if (!p) { continue; }
+        var x = u.valToPos(i, "x", true);
+        if (x < x0 - 1 || x > x1 + 1) { continue; }
+        if (!usable(p)) {  // a cross at the foot of the plot
+          var y = bottom - 8 * px, d = 5 * px;
+          ctx.strokeStyle = COLORS.bad; ctx.lineWidth = 2 * px;
+          ctx.beginPath(); ctx.moveTo(x - d, y - d); ctx.lineTo(x + d, y + d);
+          ctx.moveTo(x + d, y - d); ctx.lineTo(x - d, y + d); ctx.stroke();
+          continue;
+        }
+        var yv = u.valToPos(p.p50, "p50", true);
+        if (p.flags.indexOf("noisy") >= 0) {
+          ctx.strokeStyle = COLORS.noisy; ctx.lineWidth = 2 * px;
+          ctx.beginPath(); ctx.arc(x, yv, 7 * px, 0, 2 * Math.PI); ctx.stroke();
+        }
+        if (p.flags.indexOf("unsettled") >= 0) {
+          ctx.strokeStyle = COLORS.unsettled; ctx.lineWidth = 2 * px;
+          var q = 8 * px;
+          ctx.beginPath(); ctx.moveTo(x, yv - q); ctx.lineTo(x + q, yv); ctx.lineTo(x, yv + q);
+          ctx.lineTo(x - q, yv); ctx.closePath(); ctx.stroke();
+        }
+      }
+      series.changes.forEach(function (c) {
+        var x = u.valToPos(c.i, "x", true);
+        if (x < x0 - 1 || x > x1 + 1) { return; }
+        ctx.strokeStyle = COLORS.cp; ctx.lineWidth = 1.5 * px; ctx.setLineDash([5 * px, 3 * px]);
+        ctx.beginPath(); ctx.moveTo(x, top); ctx.lineTo(x, bottom); ctx.stroke();
+        ctx.setLineDash([]);
+        var label = "change " + pct(c.change) + " · " + c.step.verdict;
+        ctx.font = "600 " + Math.round(11 * px) + "px system-ui, sans-serif";
+        var w = ctx.measureText(label).width;
+        var right = x + 4 * px + w > x1;
+        ctx.fillStyle = COLORS[c.step.verdict] || COLORS.cp;
+        ctx.textAlign = right ? "right" : "left";
+        ctx.fillText(label, right ? x - 4 * px : x + 4 * px, top + 12 * px);
+      });
+      ctx.restore();
+    };
+  }
+
+  function options(series, group, cols, byI, width) {
+    var n = group.receipts.length;
+    var receipts = group.receipts;
+    return {
+      width: width, height: HEIGHT,
+      legend: {show: false},
+      cursor: {drag: {x: true, y: false, setScale: true}, points: {size: 9}},
+      // the whole series with half a commit of margin; a zoom (drag) asks for its own range
+      scales: {x: {time: false, range: function (u, min, max) {
+        if (n <= 1) { return [-1, 1]; }
+        return min === 0 && max === n - 1 ? [-0.5, n - 0.5] : [min, max];
+      }}},
+      series: [
+        {label: "receipt"},
+        {label: "p50", scale: "p50", stroke: COLORS.p50, width: 1.6, spanGaps: true,
+         points: {show: true, size: 6, fill: COLORS.p50}},
+        {label: "p50 low", scale: "p50", stroke: "transparent", points: {show: false}},
+        {label: "p50 high", scale: "p50", stroke: "transparent", points: {show: false}},
+        {label: "p99", scale: "p99", stroke: COLORS.p99, width: 1.2, dash: [4, 3], spanGaps: true,
+         points: {show: true, size: 4, fill: COLORS.p99}},
+        {label: "p99 low", scale: "p99", stroke: "transparent", points: {show: false}},
+        {label: "p99 high", scale: "p99", stroke: "transparent", points: {show: false}}
+      ],
+      bands: [{series: [3, 2], fill: "rgba(31,111,178,0.15)"}, {series: [6, 5], fill: "rgba(194,98,26,0.09)"}],
+      axes: [
+        {space: 64, size: 34, incrs: [1, 2, 5, 10, 20, 25, 50, 100, 200, 500, 1000],
+         values: function (u, splits) {
+           return splits.map(function (v) { return Number.isInteger(v) && receipts[v] ? receipts[v].short.slice(0, 8) : ""; });
+         }, label: "commit (oldest left)", labelSize: 18, font: "11px ui-monospace, monospace"},
+        {scale: "p50", label: "p50", labelSize: 18, size: 76, values: ticks, stroke: COLORS.p50},
+        {scale: "p99", side: 1, label: "p99", labelSize: 18, size: 76, grid: {show: false}, values: ticks,
+         stroke: COLORS.p99}
+      ],
+      hooks: {draw: [marks(series, group, byI, n)]}
+    };
   }
 
   function draw(k, host) {
     var series = data.series[k];
     var group = data.groups[series.group];
-    var n = group.receipts.length;
-    var pts = series.points.slice().sort(function (a, b) { return a.i - b.i; });
     var article = host.closest("article");
-    var root = s("svg", {viewBox: "0 0 " + W + " " + H, "class": "trend", role: "img",
-      "aria-label": "p50 and p99 of " + series.case + " · " + series.runner + " over " + n + " receipts"}, host);
-    var x = function (i) { return n <= 1 ? (L + W - R) / 2 : L + (W - L - R) * i / (n - 1); };
-
-    function panel(box, key, title) {
-      var vals = collect(pts, key);
-      if (!vals.length) {
-        s("text", {x: L, y: (box.top + box.bottom) / 2, "class": "empty"}, root, "no " + key + " values");
-        return null;
-      }
-      var r = range(vals);
-      var y = function (v) { return box.bottom - (box.bottom - box.top) * (v - r[0]) / (r[1] - r[0]); };
-      var grid = s("g", {"class": "grid"}, root);
-      niceTicks(r[0], r[1], 4).forEach(function (v) {
-        s("line", {x1: L, x2: W - R, y1: y(v), y2: y(v)}, grid);
-        s("text", {x: L - 6, y: y(v) + 4, "class": "tick y"}, grid, fmt(v));
-      });
-      s("text", {x: L, y: box.top - 8, "class": "panel-title"}, root, title);
-      return y;
+    var n = group.receipts.length;
+    var c = columns(series, n);
+    var width = Math.max(320, host.clientWidth || document.body.clientWidth - 64);
+    var u = new uPlot(options(series, group, c.cols, c.byI, width), c.cols, host);
+    var down = null;
+    function pointAt() {
+      var i = u.cursor.idx;
+      return i === null || i === undefined ? null : c.byI[i] || null;
     }
-
-    var y50 = panel(P50, "p50", "p50 with 95% interval");
-    var y99 = panel(P99, "p99", "p99 with 95% interval");
-
-    // x axis: commit labels, thinned to fit
-    var axis = s("g", {"class": "axis"}, root);
-    s("line", {x1: L, x2: W - R, y1: P99.bottom + 6, y2: P99.bottom + 6}, axis);
-    var every = Math.max(1, Math.ceil(n / 12));
-    group.receipts.forEach(function (r, i) {
-      if (i % every !== 0 && i !== n - 1) { return; }
-      var t = s("text", {x: x(i), y: P99.bottom + 18, "class": "tick x",
-        transform: "rotate(-30 " + x(i) + " " + (P99.bottom + 18) + ")"}, axis, r.short);
-      t.setAttribute("data-i", i);
+    u.over.addEventListener("mousemove", function (evt) {
+      var p = pointAt();
+      if (p) { showTip(describe(series, group, p), evt.clientX, evt.clientY); } else { hideTip(); }
     });
-
-    var good = pts.filter(usable);
-
-    // change points: a dashed line through both panels at the first point after the change
-    series.changes.forEach(function (c) {
-      var g = s("g", {"class": "cp " + (c.change >= 0 ? "up" : "down"), "data-i": c.i,
-        "data-commit": group.receipts[c.i].commit || "",
-        "data-verdict": c.step ? c.step.verdict : "first"}, root);
-      s("line", {x1: x(c.i), x2: x(c.i), y1: P50.top - 4, y2: P99.bottom}, g);
-      var right = x(c.i) > W - 220;
-      var nearTitle = x(c.i) < L + 150;
-      s("text", {x: x(c.i) + (right ? -4 : 4), y: nearTitle ? P50.top + 10 : P50.top - 8, "class": "cp-label" + (right ? " end" : "")}, g,
-        "change " + pct(c.change) + (c.step ? " · diff: " + c.step.verdict : ""));
+    u.over.addEventListener("mouseleave", hideTip);
+    u.over.addEventListener("mousedown", function (evt) { down = [evt.clientX, evt.clientY]; });
+    u.over.addEventListener("click", function (evt) {
+      var moved = down && Math.abs(evt.clientX - down[0]) + Math.abs(evt.clientY - down[1]) > 4;
+      var p = pointAt();
+      if (!moved && p) { pin(article, series, group, p); }
     });
-
-    function bandAndLine(ykey, yf, cls) {
-      if (!yf) { return; }
-      var withCi = good.filter(function (p) { return p[ykey + "_ci"]; });
-      if (withCi.length > 1) {
-        var upper = withCi.map(function (p) { return x(p.i) + "," + yf(p[ykey + "_ci"][1]); });
-        var lower = withCi.slice().reverse().map(function (p) { return x(p.i) + "," + yf(p[ykey + "_ci"][0]); });
-        s("path", {d: "M" + upper.join("L") + "L" + lower.join("L") + "Z", "class": "band " + cls}, root);
-      }
-      withCi.forEach(function (p) {
-        s("line", {x1: x(p.i), x2: x(p.i), y1: yf(p[ykey + "_ci"][0]), y2: yf(p[ykey + "_ci"][1]),
-          "class": "errbar " + cls}, root);
-      });
-      var withV = good.filter(function (p) { return p[ykey] !== null; });
-      if (withV.length > 1) {
-        s("path", {d: "M" + withV.map(function (p) { return x(p.i) + "," + yf(p[ykey]); }).join("L"),
-          "class": "line " + cls}, root);
-      }
-    }
-    bandAndLine("p50", y50, "p50");
-    bandAndLine("p99", y99, "p99");
-
-    function hook(elem, p) {
-      elem.setAttribute("tabindex", "0");
-      elem.addEventListener("mouseenter", function (evt) { showTip(describe(series, group, p), evt); });
-      elem.addEventListener("mousemove", function (evt) { showTip(describe(series, group, p), evt); });
-      elem.addEventListener("mouseleave", hideTip);
-      elem.addEventListener("focus", function () {
-        var b = elem.getBoundingClientRect();
-        showTip(describe(series, group, p), {clientX: b.right, clientY: b.bottom});
-      });
-      elem.addEventListener("blur", hideTip);
-      elem.addEventListener("click", function () { pin(article, series, group, p); });
-      elem.addEventListener("keydown", function (evt) {
-        if (evt.key === "Enter" || evt.key === " ") { pin(article, series, group, p); evt.preventDefault(); }
-      });
-    }
-
-    pts.forEach(function (p) {
-      var cx = x(p.i);
-      var base = {"data-i": p.i, "data-id": p.id, "data-status": p.status};
-      if (p.p50 === null || !y50) {
-        var miss = s("path", Object.assign({d: "M" + (cx - 5) + "," + (P50.bottom - 5) + "l10,10m0,-10l-10,10",
-          "class": "pt failed"}, base), root);
-        hook(miss, p);
-        return;
-      }
-      var cy = y50(p.p50);
-      if (p.flags.indexOf("noisy") >= 0) { s("circle", {cx: cx, cy: cy, r: 8, "class": "flag noisy"}, root); }
-      if (p.flags.indexOf("unsettled") >= 0) {
-        s("rect", {x: cx - 7, y: cy - 7, width: 14, height: 14, "class": "flag unsettled",
-          transform: "rotate(45 " + cx + " " + cy + ")"}, root);
-      }
-      if (p.step && (p.step.verdict === "slower" || p.step.verdict === "faster")) {
-        var up = p.step.verdict === "slower";
-        var ty = up ? cy - 13 : cy + 13;
-        s("path", {d: up ? "M" + cx + "," + (ty - 5) + "l5,8h-10z" : "M" + cx + "," + (ty + 5) + "l5,-8h-10z",
-          "class": "step " + p.step.verdict, "data-i": p.i}, root);
-      }
-      var mark;
-      if (usable(p)) {
-        mark = s("circle", Object.assign({cx: cx, cy: cy, r: 4, "class": "pt p50 " + verdictClass(
-          p.step ? p.step.verdict : "first")}, base), root);
-      } else {
-        mark = s("path", Object.assign({d: "M" + (cx - 5) + "," + (cy - 5) + "l10,10m0,-10l-10,10",
-          "class": "pt invalid"}, base), root);
-      }
-      hook(mark, p);
-      if (y99 && p.p99 !== null && usable(p)) {
-        hook(s("circle", Object.assign({cx: cx, cy: y99(p.p99), r: 3, "class": "pt p99"}, base), root), p);
-      }
-    });
-    host.setAttribute("data-points", String(pts.length));
-    host.setAttribute("data-changes", String(series.changes.length));
+    var valid = series.points.filter(usable).length;
+    host.setAttribute("data-points", String(series.points.length));
+    host.setAttribute("data-valid", String(valid));
+    host.setAttribute("data-marks", JSON.stringify({
+      changes: series.changes.map(function (ch) { return [ch.i, group.receipts[ch.i].commit || "", ch.step.verdict]; }),
+      crossed: series.points.filter(function (p) { return !usable(p); }).map(function (p) { return p.i; })
+    }));
+    host.setAttribute("data-drawn", "true");
+    charts.push({series: k, plot: u, host: host});
   }
 
   function legend(host) {
-    var items = [
-      ["p50 (line, 95% interval band)", function (g) { s("circle", {cx: 10, cy: 10, r: 4, "class": "pt p50"}, g); }],
-      ["p99", function (g) { s("circle", {cx: 10, cy: 10, r: 3, "class": "pt p99"}, g); }],
-      ["noisy run", function (g) { s("circle", {cx: 10, cy: 10, r: 7, "class": "flag noisy"}, g); }],
-      ["unsettled run", function (g) {
-        s("rect", {x: 4, y: 4, width: 12, height: 12, "class": "flag unsettled", transform: "rotate(45 10 10)"}, g);
-      }],
-      ["diff: slower than its predecessor", function (g) { s("path", {d: "M10,4l5,8h-10z", "class": "step slower"}, g); }],
-      ["diff: faster", function (g) { s("path", {d: "M10,16l5,-8h-10z", "class": "step faster"}, g); }],
-      ["invalid or failed", function (g) { s("path", {d: "M5,5l10,10m0,-10l-10,10", "class": "pt invalid"}, g); }],
-      ["change point", function (g) { s("line", {x1: 10, x2: 10, y1: 0, y2: 20, "class": "cp-key"}, g); }]
-    ];
-    items.forEach(function (it) {
+    [["p50 (line, 95% interval band, left axis)", "key-p50"], ["p99 (dashed, right axis)", "key-p99"],
+     ["noisy run (ring)", "key-noisy"], ["unsettled run (diamond)", "key-unsettled"],
+     ["invalid or failed run (cross at the foot)", "key-bad"],
+     ["change point (dashed line: change · diff verdict on the runs either side)", "key-cp"]
+    ].forEach(function (it) {
       var span = node("span", {"class": "key"}, host);
-      var g = s("svg", {width: 20, height: 20, viewBox: "0 0 20 20"}, span);
-      it[1](g);
+      node("i", {"class": "swatch " + it[1]}, span);
       span.appendChild(document.createTextNode(it[0]));
     });
   }
@@ -285,7 +262,6 @@
     var keys = ["runner", "case", "device", "size", "dtype"];
     var state = {};
     var params = new URLSearchParams(window.location.hash.slice(1));
-    var selects = {};
     keys.forEach(function (key) {
       var values = [];
       articles.forEach(function (a) {
@@ -301,7 +277,6 @@
       if (want !== null && values.indexOf(want) >= 0) { sel.value = want; }
       state[key] = sel.value;
       sel.addEventListener("change", function () { state[key] = sel.value; apply(true); });
-      selects[key] = sel;
     });
     function apply(remember) {
       articles.forEach(function (a) {
@@ -318,16 +293,24 @@
           window.history.replaceState(null, "", window.location.href.split("#")[0] + (hash ? "#" + hash : ""));
         }
       }
-      var shown = articles.filter(function (a) { return !a.hidden; }).length;
-      host.setAttribute("data-shown", String(shown));
+      host.setAttribute("data-shown", String(articles.filter(function (a) { return !a.hidden; }).length));
+      resize();
     }
     apply(false);
   }
 
+  function resize() {
+    charts.forEach(function (c) {
+      var w = c.host.clientWidth;
+      if (w > 0 && Math.abs(w - c.plot.width) > 2) { c.plot.setSize({width: w, height: HEIGHT}); }
+    });
+  }
+
   legend(document.getElementById("legend"));
-  filters(document.getElementById("filters"));
   Array.prototype.forEach.call(document.querySelectorAll("div.chart"), function (host) {
     draw(Number(host.getAttribute("data-series")), host);
   });
+  filters(document.getElementById("filters"));
+  window.addEventListener("resize", resize);
   document.body.setAttribute("data-drawn", "true");
 }());

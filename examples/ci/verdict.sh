@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Recompute the verdict from the measuring job's receipts, with this checkout's benchbox.
+#
+#   examples/ci/verdict.sh RECEIPTS_DIR [benchbox diff options...]
+#
+# RECEIPTS_DIR holds base.json and head.json (the measuring job's artifact). The verdict is
+# `benchbox diff`'s own, computed here: nothing the measuring job wrote decides it (its
+# diff-exit and diff.md are ignored), and no code from the pull request runs here.
+#
+# Writes RECEIPTS_DIR/verdict.md (the report for the step summary and the PR comment; text
+# from the artifact appears only in a fenced code block, relative paths, no backticks) and
+# exits with the gate's code: benchbox diff's (0 no regression, 1 regression, 2 refused or
+# unusable input, 3 nothing judged or a row unreliable), or 2 when there are no receipts.
+set -uo pipefail
+
+out=$1
+shift
+benchbox=${BENCHBOX:-benchbox}
+report="$out/verdict.md"
+
+fenced() {  # text on stdin -> a fenced code block: no backticks or control characters, 40 lines
+  echo '```text'
+  tr -d '\000-\010\013-\037\177' | sed -e 's/`/'"'"'/g' | tail -n 40 | cut -c1-400
+  echo '```'
+}
+
+if [ ! -f "$out/base.json" ] || [ ! -f "$out/head.json" ]; then
+  { printf '<!-- benchbox-diff -->\n### benchbox: no comparison\n\n'
+    printf 'The measuring job left no receipts to compare; its log says why.\n\n'
+    if [ -f "$out/failure.txt" ]; then fenced < "$out/failure.txt"; fi; } > "$report"
+  exit 2
+fi
+
+# run in RECEIPTS_DIR, so the report names the receipts base.json and head.json, not runner paths
+(cd "$out" && env -u GITHUB_STEP_SUMMARY $benchbox diff base.json head.json --format markdown "$@") \
+  > "$out/verdict.body" 2> "$out/verdict.err"
+code=$?
+if [ ! -s "$out/verdict.body" ]; then
+  { printf '### benchbox: comparison refused\n\n'; fenced < "$out/verdict.err"; } > "$out/verdict.body"
+fi
+{ echo '<!-- benchbox-diff -->'; cat "$out/verdict.body"; } > "$report"
+exit "$code"
