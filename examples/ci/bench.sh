@@ -8,7 +8,8 @@
 # base, head, ... ($BENCHBOX_ROUNDS pairs, default 5) so both sides see the same conditions;
 # each side's runs are then joined as rounds (`benchbox combine`) and diffed, so drift
 # between runs widens the interval instead of looking like a change. When
-# OUT_DIR/baseline.json exists already (a committed baseline), only head is run.
+# OUT_DIR/baseline.json exists already (a committed baseline), only head is run; a
+# torch-compile artifact beside it (OUT_DIR/torch-compile.artifact) is loaded by the head runs.
 #
 # Writes OUT_DIR/base.json, OUT_DIR/head.json, OUT_DIR/diff.md (always: the report, or why
 # there is none) and OUT_DIR/diff-exit (benchbox diff's exit code: 0 no regression,
@@ -57,6 +58,13 @@ one_run() {  # side, index
 run_args=("$@")
 sides=(base head)
 [ -f "$out/baseline.json" ] && sides=(head)
+# A compiled artifact kept beside the baseline (OUT_DIR/torch-compile.artifact): head runs the
+# baseline's kernels, unless the change under test changed the compile's key (then it compiles
+# its own, and the report says why).
+if [ -f "$out/baseline.json" ] && [ -f "$out/torch-compile.artifact" ]; then
+  run_args+=(--runner-option "torch-compile:artifact=$out/torch-compile.artifact"
+             --runner-option "torch-compile:artifact_mismatch=compile")
+fi
 for i in $(seq 1 "$rounds"); do
   order=("${sides[@]}")
   # alternate which side goes first, so neither always runs on a warmer or cooler machine

@@ -15,9 +15,10 @@ SCRIPT = REPO / "examples" / "ci" / "bench.sh"
 RUN = ["--runner", "torch-eager", "--case", "invoice", "--samples", "12", "--warmup", "1"]
 
 
-def _bench(out: Path, *args: str, rounds: int = 2) -> subprocess.CompletedProcess[str]:
+def _bench(out: Path, *args: str, rounds: int = 2,
+           extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "BENCHBOX": f"{shlex.quote(sys.executable)} -m benchbox",
-           "BENCHBOX_ROUNDS": str(rounds), "PYTHONPATH": str(REPO)}
+           "BENCHBOX_ROUNDS": str(rounds), "PYTHONPATH": str(REPO), **(extra_env or {})}
     env.pop("GITHUB_STEP_SUMMARY", None)
     return subprocess.run(["bash", str(SCRIPT), str(REPO), str(REPO), str(out), *args],
                           env=env, capture_output=True, text=True, timeout=600)
@@ -56,3 +57,26 @@ def test_a_committed_baseline_is_used_and_only_head_runs(tmp_path: Path) -> None
     assert not list(second.glob("base-*.json"))
     assert (second / "base.json").read_bytes() == (first / "head.json").read_bytes()
     assert (second / "diff.md").read_text().startswith("<!-- benchbox-diff -->")
+
+
+#: a small real compile (a matmul) for the artifact hand-off
+COMPILED = ["--task", "tests.compile_tasks:matmul_factory", "--case", "v0", "--runner", "torch-compile",
+            "--samples", "3", "--warmup", "1"]
+
+
+def test_a_compiled_artifact_beside_the_baseline_is_loaded_by_the_head_runs(tmp_path: Path) -> None:
+    first = tmp_path / "first"
+    art = tmp_path / "torch-compile.artifact"
+    env_cache = {"BENCHBOX_CACHE": str(tmp_path / "cache-first")}
+    assert _bench(first, *COMPILED, "--runner-option", f"torch-compile:artifact_out={art}", rounds=1,
+                  extra_env=env_cache).returncode == 0
+    second = tmp_path / "second"
+    second.mkdir()
+    (second / "baseline.json").write_bytes((first / "head.json").read_bytes())
+    (second / "torch-compile.artifact").write_bytes(art.read_bytes())
+    p = _bench(second, *COMPILED, rounds=1, extra_env={"BENCHBOX_CACHE": str(tmp_path / "cache-second")})
+    assert p.returncode == 0, p.stderr
+    (row,) = json.loads((second / "head-1.json").read_text())["results"]
+    comp = row["runner_report"]["compile"]
+    assert comp["artifact"]["used"] == "loaded", comp.get("artifact")
+    assert comp["pin"]["summary"].startswith("reused from artifact")
