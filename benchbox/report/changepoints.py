@@ -68,7 +68,7 @@ class Detector:
         except ImportError:
             raise UsageError("apache-otava is not installed: pip install --no-deps apache-otava "
                              "(its analysis needs only numpy and scipy), or pip install "
-                             "'benchbox[history]'") from None
+                             "'benchbox-contracts[history]'") from None
         if len(values) < 3:
             return []
         opts = AnalysisOptions()
