@@ -386,6 +386,8 @@ def summary_problem(samples: tuple[int, ...], summary: Summary) -> str | None:
     """
     if not samples:
         return None if summary.p50_ns is None else f"gives p50_ns {summary.p50_ns} for no samples"
+    if summary.n == 0 and all(getattr(summary, k) is None for k in ("min_ns", "max_ns", "mean_ns", "p50_ns")):
+        return None  # no statistics (they failed, or the row ended first): it claims nothing
     import numpy as np
 
     x = np.sort(np.asarray(samples, dtype=np.int64))
