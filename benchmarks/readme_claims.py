@@ -122,6 +122,17 @@ def ci_recipe_detects() -> tuple[str, ...]:
     return tuple(f"{100 * cells[s]['detectable_median']:.0f}" for s in (0.02, 0.05, 0.10))
 
 
+def ci_recipe_on_two_cores() -> tuple[str, ...]:
+    d = _json("benchmarks/results-ci-false-alarms-processes.json")
+    again = d["rediff_of_kept_receipts"]
+    rest, slow = d["rest"], d["rest+slow"]
+    unresolved = sum(r["verdicts"].get("unresolved", 0) == sum(r["verdicts"].values()) for r in rest["runs"])
+    return (f"{again['sd_log_p50_between_processes_rest']['median']:.2f}",
+            f"{again['sd_log_control_p50_between_processes_rest']['median']:.2f}",
+            f"{100 * again['rest']['detectable_change_median']:.0f}",
+            str(slow["runs_with_a_slower_row"]), str(slow["reps"]), str(unresolved), str(rest["reps"]))
+
+
 def h200_resolution() -> tuple[str, ...]:
     """benchbox diff on the kept receipts of the H200 +10% call: the detectable change it states."""
     from benchbox.receipts import load_receipt
@@ -345,6 +356,13 @@ CLAIMS: tuple[Claim, ...] = (
           r"with 5 processes a side a change of (\d+)% is detected \(80% power\) at 2% drift between "
           r"processes, (\d+)% at 5%, (\d+)% at 10%",
           "benchmarks/results-diff-calibration.json (K = 5, detectable_median)", ci_recipe_detects),
+    Claim("CI recipe on the 2-core machine", "README.md",
+          r"the sd of log p50 between processes was ([\d.]+) \(median over rows, at rest; the control "
+          r"workload's ([\d.]+)\), so the recipe's 5 processes a side detect changes of about (\d+)% .*?"
+          r"a \+10% slowdown was judged `slower` in (\d+) of (\d+) pairs and `unresolved` in the rest, "
+          r"identical code `unresolved` in (\d+) of (\d+)",
+          "benchmarks/results-ci-false-alarms-processes.json (rest, rest+slow, kept receipts diffed again)",
+          ci_recipe_on_two_cores),
     Claim("resolution line on an H200", "README.md", r"could detect changes of ([\d.]+)%",
           "benchbox diff of benchmarks/kept/h200-ci-slow/rest+slow-0-{base,head}.json", h200_resolution),
     Claim("quietening remedies on an H200", "README.md",
