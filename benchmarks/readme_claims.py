@@ -133,6 +133,12 @@ def ci_recipe_on_two_cores() -> tuple[str, ...]:
             str(slow["runs_with_a_slower_row"]), str(slow["reps"]), str(unresolved), str(rest["reps"]))
 
 
+def noise_remedies_cpu() -> tuple[str, ...]:
+    c = _json("benchmarks/results-noise-remedies-cpu.json")["configs"]
+    return tuple(f"{c[n]['components']['public_task_call_wall']['between_processes']:.2f}"
+                 for n in ("default", "threads1"))
+
+
 def h200_resolution() -> tuple[str, ...]:
     """benchbox diff on the kept receipts of the H200 +10% call: the detectable change it states."""
     from benchbox.receipts import load_receipt
@@ -363,6 +369,9 @@ CLAIMS: tuple[Claim, ...] = (
           r"identical code `unresolved` in (\d+) of (\d+)",
           "benchmarks/results-ci-false-alarms-processes.json (rest, rest+slow, kept receipts diffed again)",
           ci_recipe_on_two_cores),
+    Claim("quietening remedies on the 2-core machine", "README.md",
+          r"one intra-op thread brought that sd from ([\d.]+) to ([\d.]+)",
+          "benchmarks/results-noise-remedies-cpu.json (between_processes)", noise_remedies_cpu),
     Claim("resolution line on an H200", "README.md", r"could detect changes of ([\d.]+)%",
           "benchbox diff of benchmarks/kept/h200-ci-slow/rest+slow-0-{base,head}.json", h200_resolution),
     Claim("quietening remedies on an H200", "README.md",
