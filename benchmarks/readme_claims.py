@@ -298,6 +298,13 @@ def first_run_busy() -> tuple[str, ...]:
             f"{r['warm']['wall_s']:.0f}")
 
 
+def first_run_quiet() -> tuple[str, ...]:
+    r = _json("benchmarks/results-first-run-quiet.json")
+    loads = [r[run][k][0] for run in ("cold", "warm") for k in ("loadavg_before", "loadavg_after")]
+    return (f"{r['cold']['wall_s']:.0f}", f"{r['warm']['wall_s']:.0f}",
+            f"{min(loads):.1f}", f"{max(loads):.1f}")
+
+
 def tensorrt_bfloat16_islands() -> tuple[str, ...]:
     """Builds the tiny bfloat16 engine with TensorRT for RTX as the README's command does (no GPU
     needed: the build runs, the rows fail for want of one) and reads its runner report."""
@@ -318,7 +325,7 @@ def tensorrt_bfloat16_islands() -> tuple[str, ...]:
 
 
 def first_run_time() -> tuple[str, ...]:
-    """Times the main job; compared only at the load its figure was stated at (average ≤ 1.5)."""
+    """Times the main job again; compared only on a quiet machine (load average ≤ 1.5)."""
     out = subprocess.run([sys.executable, "-m", "benchmarks.first_run_time"], cwd=REPO, check=True,
                          capture_output=True, text=True)
     r = json.loads(out.stdout)
@@ -453,9 +460,13 @@ CLAIMS: tuple[Claim, ...] = (
           r"busy with other work \(load average ([\d.]+)–([\d.]+), the run under `nice -n (\d+)`\) it took "
           r"(\d+) s and (\d+) s",
           "benchmarks/results-first-run-busy.json (python -m benchmarks.first_run_time)", first_run_busy),
+    Claim("first run time (committed)", "README.md",
+          r"Its run took (\d+) s with an empty compile cache and (\d+) s with it warm on a 2-core "
+          r"machine at load average ([\d.]+)–([\d.]+)",
+          "benchmarks/results-first-run-quiet.json (python -m benchmarks.first_run_time)", first_run_quiet),
     Claim("first run time", "README.md",
           r"Its run took (\d+) s with an empty compile cache and (\d+) s with it warm on a 2-core "
-          r"machine at load average 1–1\.5",
+          r"machine at load average [\d.]+–[\d.]+",
           "python -m benchmarks.first_run_time (at load average ≤ 1.5)", first_run_time, rerun=True),
 )
 CLAIMS_BY_NAME = {c.name: c for c in CLAIMS}
