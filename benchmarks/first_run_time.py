@@ -16,24 +16,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from benchbox.environment import cpu_model
+
 COMMAND = ["run", "--contract", "public_task_call_wall"]
-
-
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def timed_run(benchbox: str, cache: Path, out: Path) -> dict:
@@ -56,7 +47,7 @@ def measure() -> dict:
         cold = timed_run(benchbox, cache, Path(tmp) / "cold.json")
         warm = timed_run(benchbox, cache, Path(tmp) / "warm.json")
     return {"command": ["benchbox", *COMMAND], "cold": cold, "warm": warm,
-            "machine": {"cpu": _cpu(), "cpu_count": os.cpu_count()}, "nice": os.nice(0),
+            "machine": {"cpu": cpu_model(), "cpu_count": os.cpu_count()}, "nice": os.nice(0),
             "when": time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime())}
 
 

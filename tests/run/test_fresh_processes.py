@@ -202,6 +202,24 @@ def _kill_worker(pid: int) -> None:
         pass
 
 
+def _kill_parent_and_time_its_worker(proc: subprocess.Popen[bytes], pids: Path,
+                                     ready: object) -> float | None:
+    """Once ``ready()``, SIGKILL the run (the parent) and wait up to 20 s for its worker to end:
+    the seconds it took, or None if it outlived the parent. Nothing is left running."""
+    try:
+        _wait_until(ready, proc)
+        [worker] = pids.read_text().split()
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        return _gone_within(int(worker), 20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if pids.exists():
+            _kill_worker(int(pids.read_text().split()[0]))
+
+
 def test_a_killed_parents_worker_stops_and_keeps_what_it_measured(tmp_path: Path) -> None:
     """A round of 2 × 3,000 samples of 5 ms takes 30 s; the parent is SIGKILLed as it starts
     sampling: the worker stops within seconds (its parent-death signal), as a run stops."""
@@ -209,18 +227,7 @@ def test_a_killed_parents_worker_stops_and_keeps_what_it_measured(tmp_path: Path
     proc = _cli(tmp_path, "--samples", "6000", "--repeats", "2", "--task-option", "sleep_ms=5",
                 "--case-time-limit", "0", BENCHBOX_TEST_PID_FILE=str(pids))
     first = tmp_path / "r.rounds" / "round-1.json"
-    try:
-        _wait_until(lambda: first.exists(), proc)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        [worker] = pids.read_text().split()
-        took = _gone_within(int(worker), 20)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        if pids.exists():
-            _kill_worker(int(pids.read_text().split()[0]))
+    took = _kill_parent_and_time_its_worker(proc, pids, first.exists)
     assert took is not None, "the worker outlived its SIGKILLed parent by 20 s"
     r = loaded(first)  # what it measured is kept, marked as an interrupted run's
     assert r["complete"] is False and r["interrupted"] is True
@@ -240,18 +247,7 @@ def test_a_worker_hanging_in_task_code_dies_with_its_parent(tmp_path: Path) -> N
                             cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO),
                                                "BENCHBOX_TEST_PID_FILE": str(pids)},
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        _wait_until(lambda: mark.exists(), proc)
-        [worker] = pids.read_text().split()
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        took = _gone_within(int(worker), 20)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        if pids.exists():
-            _kill_worker(int(pids.read_text().split()[0]))
+    took = _kill_parent_and_time_its_worker(proc, pids, mark.exists)
     assert took is not None, "a hanging worker outlived its SIGKILLed parent"
 
 
