@@ -7,6 +7,8 @@ Library errors name configuration fields; this layer shows them under their flag
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import io
 import os
 import re
@@ -18,47 +20,41 @@ from typing import Any, NoReturn
 import click
 
 from benchbox import __version__
-from benchbox.contracts import IDLE_MODES
 from benchbox.errors import BenchboxError, FieldError, UsageError
-from benchbox.run.config import DTYPES, GC_MODES, default, help_text
+from benchbox.run.config import DTYPES, RunConfig, default, help_text
+from benchbox.run.options import (
+    RUN,
+    SWEEP,
+    Option,
+    alias_param,
+    fraction,
+    options,
+    parse,
+    percent,
+    sweep_help,
+    valid_values,
+)
 from benchbox.runners import ENTRIES, CliAlias
 from benchbox.selfcheck import RUNNERS as SELFCHECK_RUNNERS
 from benchbox.sweep import SweepConfig
 
+
 #: configuration field → the flag that sets it, per command
-FLAGS: dict[str, dict[str, str]] = {
-    "run": {"contract": "--contract", "contracts": "--contract", "task": "--task", "size": "--size",
-            "dtype": "--dtype", "runners": "--runner", "cases": "--case", "device": "--device",
-            "threads": "--threads", "warmup": "--warmup", "samples": "--samples", "repeats": "--repeats",
-            "fresh_processes": "--fresh-processes", "gc_mode": "--gc", "target_ci": "--target-ci",
-            "max_samples": "--max-samples", "max_time_s": "--max-time",
-            "out": "--out", "overwrite": "--overwrite", "case_time_limit_s": "--case-time-limit",
-            "baseline": "--baseline", "runner_options": "--runner-option", "task_options": "--task-option",
-            "gates": "--gate", "labels": "--label", "gap_ms": "--gap", "rate_per_s": "--rate",
-            "idle": "--idle", "max_backlog": "--max-backlog", "max_queue_ms": "--max-queue"},
-    "diff": {"threshold": "--threshold", "metric": "--metric", "alpha": "--alpha", "accept": "--accept",
-             "drift": "--drift"},
-    "plot": {"threshold": "--threshold", "metric": "--metric", "accept": "--accept"},
-    "sweep": {"contract": "--contract", "contracts": "--contract", "task": "--task", "size": "--size",
-              "dtype": "--dtype", "runners": "--runner", "cases": "--case", "device": "--device",
-              "threads": "--threads", "warmup": "--warmup", "samples": "--samples",
-              "runner_options": "--runner-option", "task_options": "--task-option", "labels": "--label",
-              "max_backlog": "--max-backlog", "max_queue_ms": "--max-queue", "gaps_ms": "--gap",
-              "rates": "--rate", "idles": "--idle", "settle_s": "--settle-s"},
-    "report": {"threshold": "--threshold", "metric": "--metric", "alpha": "--alpha",
-               "max_pvalue": "--max-pvalue", "min_change": "--min-change", "commit_url": "--commit-url"},
-    "tasks": {"task": "--task"},
-    "runners": {"device": "--device"},
-    "selfcheck": {"runner": "--runner", "device": "--device", "flavours": "--flavour",
-                  "samples": "--samples", "warmup": "--warmup", "dtypes": "--dtype", "size": "--size"},
-    "matrix": {"executor": "--executor", "ray_address": "--ray-address", "revision": "--revision"},
-}
+def _flags(command: str | None) -> dict[str, str]:
+    """Configuration field → the flag that sets it on ``command``: each option's parameter is named
+    after the field it sets (run and sweep: :data:`benchbox.run.options.OPTIONS`)."""
+    cmd = main.commands.get(command or "")
+    found = {p.name: p.opts[0] for p in getattr(cmd, "params", ()) if isinstance(p, click.Option) and p.name
+             and not p.name.startswith("alias__")}
+    if "contracts" in found:
+        found["contract"] = found["contracts"]
+    return found
 
 
 def _flagged(text: str, command: str | None) -> str:
     """Library wording in the command's terms: a setting written ``field=value`` (see
     :mod:`benchbox.errors`) becomes ``--flag value`` for the fields the command has a flag for."""
-    flags = FLAGS.get(command or "", {})
+    flags = _flags(command)
     if not flags or "=" not in text:
         return text
     names = "|".join(re.escape(f) for f in sorted(flags, key=len, reverse=True))
@@ -91,7 +87,7 @@ def _fail(e: BenchboxError, command: str | None = None) -> NoReturn:
     prefix = "benchbox: " if interrupted else "benchbox: error: "
     message = str(e)
     if isinstance(e, FieldError):
-        flag = FLAGS.get(command or "", {}).get(e.field)
+        flag = _flags(command).get(e.field)
         message = f"{flag or e.field}: {e.message}"
     _echo(prefix + _one_line(_flagged(message, command)), err=True)
     sys.exit(e.exit_code)
@@ -165,114 +161,50 @@ class _Group(_HelpGroup):
         sys.exit(rv if isinstance(rv, int) and not isinstance(rv, bool) else 0)
 
 
-def _pairs(values: tuple[str, ...] | list[str], what: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for v in values:
-        key, sep, raw = v.partition("=")
-        if not sep or not key:
-            raise UsageError(f"{what} expects KEY=VALUE, got {v!r}")
-        out[key] = _scalar(raw)
-    return out
+_percent = percent
+_threshold = functools.partial(fraction, flag="--threshold")
 
 
-def _labels(values: tuple[str, ...]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for v in values:
-        key, sep, raw = v.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--label expects KEY=VALUE, got {v!r}")
-        out[key.strip()] = raw
-    return out
+#: the click type of each declared option type
+_TYPES: dict[str, Any] = {"int": int, "float": float, "file": click.Path(dir_okay=False, path_type=Path),
+                          "folder": click.Path(file_okay=False, path_type=Path)}
 
 
-def _percent(raw: str | None, flag: str) -> float | None:
-
-    """'1', '1%' or '0.5 %' → 1.0 / 0.5; None stays None."""
-    if raw is None:
-        return None
-    try:
-        return float(raw.strip().removesuffix("%").strip())
-    except ValueError:
-        raise UsageError(f"{flag} expects a percentage such as 1 or 1%, got {raw!r}") from None
-
-
-def _fraction(raw: str | None, flag: str) -> float | None:
-    """A percentage as a fraction ('5%' → 0.05); None stays None."""
-    pct = _percent(raw, flag)
-    return None if pct is None else pct / 100
-
-
-#: units a gap may be written in, in milliseconds
-_TIME_UNITS = {"ns": 1e-6, "us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1e3}
-
-
-def _gap_ms(raw: str | None, flag: str = "--gap") -> float | None:
-    """'0.2ms', '200us', '1' (ms), '0' → milliseconds; None stays None."""
-    if raw is None:
-        return None
-    text = raw.strip().lower()
-    for unit in sorted(_TIME_UNITS, key=len, reverse=True):
-        if text.endswith(unit):
-            num, scale = text[: -len(unit)].strip(), _TIME_UNITS[unit]
-            break
-    else:
-        num, scale = text, 1.0
-    try:
-        value = float(num) * scale
-    except ValueError:
-        raise UsageError(f"{flag} expects a duration such as 0.2ms, 200us or 1 (ms), got {raw!r}") from None
-    return value
+def _option(o: Option, command: str, values: dict[str, str]) -> Callable[[Any], Any]:
+    """The click option of a declared run option: default and help from the field's declaration."""
+    f = {f.name: f for f in dataclasses.fields(SweepConfig if o.sweep else RunConfig)}[o.field]
+    d = f.default_factory() if f.default_factory is not dataclasses.MISSING else \
+        None if f.default is dataclasses.MISSING else f.default
+    multiple = o.kind not in ("value", "switch")
+    kw: dict[str, Any] = {"metavar": o.metavar} if o.metavar else {}
+    if o.choices or o.type in _TYPES:
+        kw["type"] = click.Choice(o.choices) if o.choices else _TYPES[o.type]
+    if o.kind == "switch" and "/" not in o.flag:
+        kw["is_flag"] = True
+    if o.field == "contracts":
+        kw.update(default=(default("contract"),), show_default=True)
+    elif not multiple and d not in (None, (), {}):
+        kw.update(default=d, show_default=True)
+    text = (sweep_help(o) if command == SWEEP else o.help) or help_text(o.field)
+    if o.values:
+        text += f" {'Gates' if o.field == 'gates' else 'Values'}: {values[o.values]}."
+    if multiple and o.sweep and d:
+        text += f"; default {', '.join(d)}."
+    return click.option(o.flag, o.field, multiple=multiple, required=o.required, help=text, **kw)
 
 
-def _rate(raw: str | None, flag: str = "--rate") -> float | None:
-    """'50' or '50/s' → requests per second; None stays None."""
-    if raw is None:
-        return None
-    try:
-        return float(raw.strip().lower().removesuffix("/s").strip())
-    except ValueError:
-        raise UsageError(f"{flag} expects requests per second such as 50 or 50/s, got {raw!r}") from None
+def _declared_options(command: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The command's run options (and, on ``run``, the runners' own flags before --runner-option)."""
+    def apply(fn: Callable[..., Any]) -> Callable[..., Any]:
+        for o in reversed(options(command)):
+            fn = _option(o, command, _VALUES)(fn)
+            if o.kind == "runner-options" and command == RUN:
+                fn = _runner_aliases(fn)
+        return fn
+    return apply
 
 
-def _scalar(raw: str) -> Any:
-    low = raw.lower()
-    if low in ("true", "false"):
-        return low == "true"
-    for conv in (int, float):
-        try:
-            return conv(raw)
-        except ValueError:
-            pass
-    return raw
-
-
-def _config_option(flag: str, field: str, values: str = "", **kw: Any) -> Callable[[Any], Any]:
-    """A ``benchbox run`` option whose default and help are RunConfig's (``values``: the valid ones)."""
-    d = default(field)
-    if not kw.get("multiple") and d not in (None, (), {}):
-        kw.setdefault("default", d)
-        kw.setdefault("show_default", True)
-    text = help_text(field) + (f" Values: {values}." if values else "")
-    return click.option(flag, field if not kw.get("multiple") else f"{field}_", help=text, **kw)
-
-
-def _values() -> dict[str, str]:
-    """Valid values named in ``run --help`` and ``sweep --help`` (from torch-free registries)."""
-    from benchbox.contracts import builtin_names
-    from benchbox.tasks import builtin_tasks
-    from benchbox.tasks.decision.spec import CASE_NAMES, SIZES
-    from benchbox.tasks.decision.task import GATES
-
-    per_dtype = ", ".join(f"{d} " + " / ".join(f"{v:g}" for v in g.values()) for d, g in GATES.items())
-    return {"runners": ", ".join(ENTRIES),
-            "cases": f"{', '.join(CASE_NAMES)} (the decision task; `benchbox tasks` lists every task's)",
-            "size": f"{', '.join(SIZES)} (the decision task)",
-            "contracts": f"{', '.join(builtin_names())} (built in; `benchbox contracts` shows each)",
-            "task": f"{', '.join(builtin_tasks())} (built in)",
-            "gates": f"{', '.join(GATES['float32'])} (the decision task's defaults: {per_dtype})"}
-
-
-_VALUES = _values()
+_VALUES = valid_values()
 
 
 class _Declared(click.Option):
@@ -331,11 +263,7 @@ def _alias_option(runner: str, alias: CliAlias) -> Callable[[Any], Any]:
         kw["type"] = click.Choice(list(alias.choices))
     if alias.default is not None:
         kw.update(default=alias.default, show_default=True)
-    return click.option(alias.flag, _alias_param(runner, alias), **kw)
-
-
-def _alias_param(runner: str, alias: CliAlias) -> str:
-    return f"alias__{runner.replace('-', '_')}__{alias.option}"
+    return click.option(alias.flag, alias_param(runner, alias), **kw)
 
 
 def _runner_aliases(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -343,32 +271,6 @@ def _runner_aliases(fn: Callable[..., Any]) -> Callable[..., Any]:
         for alias in reversed(entry.aliases):
             fn = _alias_option(runner, alias)(fn)
     return fn
-
-
-def _runner_options(runners: tuple[str, ...], aliases: dict[str, Any],
-                    runner_option: tuple[str, ...]) -> dict[str, dict[str, Any]]:
-    """Options per runner from the alias flags and ``--runner-option RUNNER:KEY=VALUE``."""
-    out: dict[str, dict[str, Any]] = {}
-    for runner, entry in ENTRIES.items():
-        for alias in entry.aliases:
-            value = aliases.get(_alias_param(runner, alias))
-            if runner in runners:
-                _set_alias(out, runner, alias, value)
-    for item in runner_option:
-        rname, sep, kv = item.partition(":")
-        if not sep:
-            raise UsageError(f"--runner-option expects RUNNER:KEY=VALUE, got {item!r}")
-        out.setdefault(rname, {}).update(_pairs((kv,), "--runner-option"))
-    return out
-
-
-def _set_alias(out: dict[str, dict[str, Any]], runner: str, alias: CliAlias, value: Any) -> None:
-    if alias.kind == "pairs" and value:
-        out.setdefault(runner, {})[alias.option] = _pairs(value, alias.flag)
-    elif alias.kind == "list" and value:
-        out.setdefault(runner, {})[alias.option] = list(value)
-    elif alias.kind == "value" and value is not None:
-        out.setdefault(runner, {})[alias.option] = value
 
 
 def _progress_stream() -> Any:
@@ -386,39 +288,7 @@ def main() -> None:
 
 
 @main.command()
-@_config_option("--contract", "contracts", _VALUES["contracts"], multiple=True,
-                default=(default("contract"),), show_default=True)
-@_config_option("--task", "task", _VALUES["task"])
-@_config_option("--size", "size", _VALUES["size"])
-@_config_option("--dtype", "dtype", type=click.Choice(DTYPES))
-@_config_option("--runner", "runners", _VALUES["runners"], multiple=True)
-@_config_option("--case", "cases", _VALUES["cases"], multiple=True)
-@_config_option("--device", "device")
-@_config_option("--threads", "threads", type=int)
-@_config_option("--warmup", "warmup", type=int)
-@_config_option("--samples", "samples", type=int)
-@_config_option("--repeats", "repeats", type=int, metavar="K")
-@_config_option("--fresh-processes/--in-process", "fresh_processes")
-@_config_option("--gc", "gc_mode", type=click.Choice(GC_MODES))
-@_config_option("--target-ci", "target_ci", metavar="PCT")
-@_config_option("--max-samples", "max_samples", type=int)
-@_config_option("--max-time", "max_time_s", type=float)
-@_config_option("--gap", "gap_ms", metavar="DURATION")
-@_config_option("--rate", "rate_per_s", metavar="PER_S")
-@_config_option("--idle", "idle", type=click.Choice(IDLE_MODES))
-@_config_option("--max-backlog", "max_backlog", type=int)
-@_config_option("--max-queue", "max_queue_ms", type=float, metavar="MS")
-@_config_option("--case-time-limit", "case_time_limit_s", type=float, metavar="SECONDS")
-@_runner_aliases
-@click.option("--runner-option", multiple=True, help="RUNNER:KEY=VALUE for any runner (repeatable).")
-@_config_option("--baseline", "baseline")
-@click.option("--task-option", multiple=True, help="KEY=VALUE passed to the task (repeatable).")
-@click.option("--gate", multiple=True, metavar="GATE=VALUE",
-              help=f"Accuracy gate threshold override (repeatable). Gates: {_VALUES['gates']}.")
-@click.option("--label", multiple=True, metavar="KEY=VALUE",
-              help="A fact about the run's conditions, recorded as settings.labels (repeatable).")
-@_config_option("--out", "out", type=click.Path(dir_okay=False, path_type=Path))
-@_config_option("--overwrite", "overwrite", is_flag=True)
+@_declared_options(RUN)
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr (the tables still go to stdout).")
 @click.option("-v", "--verbose", is_flag=True,
               help="Every phase of every case, and the library output (warnings, compiler logs) of each "
@@ -448,67 +318,13 @@ def run(quiet: bool, verbose: bool, **params: Any) -> None:
     sys.exit(0 if outcome.ok and not outcome.problem else 1)
 
 
-def _run_config(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_: tuple[str, ...],
-                cases_: tuple[str, ...], device: str, threads: int | None, warmup: int, samples: int,
-                repeats: int, target_ci: str | None, max_samples: int, max_time_s: float,
-                case_time_limit_s: float, runner_option: tuple[str, ...], baseline: str | None,
-                task_option: tuple[str, ...], gate: tuple[str, ...], label: tuple[str, ...], out: Path | None,
-                gap_ms: str | None, rate_per_s: str | None, idle: str | None, max_backlog: int,
-                max_queue_ms: float, overwrite: bool, fresh_processes: bool = True, gc_mode: str = "on",
-                **aliases: Any) -> Any:
+def _run_config(**params: Any) -> RunConfig:
     """The RunConfig that ``benchbox run``'s options ask for."""
-    from benchbox.run import DEFAULT_RUNNERS, RunConfig
-
-    runners = tuple(runners_) or DEFAULT_RUNNERS
-    return RunConfig(
-        contract=contracts_[0], contracts=tuple(contracts_) if len(contracts_) > 1 else (),
-        task=task, size=size, dtype=dtype, runners=runners, cases=tuple(cases_), device=device,
-        threads=threads, warmup=warmup, samples=samples, repeats=repeats, fresh_processes=fresh_processes,
-        gc_mode=gc_mode,
-        target_ci=_percent(target_ci, "--target-ci"),
-        max_samples=max_samples, max_time_s=max_time_s, case_time_limit_s=case_time_limit_s, out=out,
-        overwrite=overwrite, baseline=baseline,
-        runner_options=_runner_options(runners, aliases, runner_option),
-        task_options=_pairs(task_option, "--task-option"), gates=_pairs(gate, "--gate"),
-        labels=_labels(label), command=tuple(["benchbox", *sys.argv[1:]]), gap_ms=_gap_ms(gap_ms),
-        rate_per_s=_rate(rate_per_s), idle=idle, max_backlog=max_backlog, max_queue_ms=max_queue_ms)
+    return RunConfig(**parse(RUN, params)[0])
 
 
 @main.command()
-@click.option("--contract", "contracts_", multiple=True, default=(default("contract"),),
-              show_default=True, help="Built-in contract name or path to a contract TOML file (repeatable): "
-                                      "each is measured at every point, one receipt per contract and point. "
-                                      f"Values: {_VALUES['contracts']}.")
-@_config_option("--task", "task", _VALUES["task"])
-@_config_option("--size", "size", _VALUES["size"])
-@_config_option("--dtype", "dtype", type=click.Choice(DTYPES))
-@_config_option("--runner", "runners", _VALUES["runners"], multiple=True)
-@_config_option("--case", "cases", _VALUES["cases"], multiple=True)
-@_config_option("--device", "device")
-@_config_option("--threads", "threads", type=int)
-@_config_option("--warmup", "warmup", type=int)
-@_config_option("--samples", "samples", type=int)
-@click.option("--gap", "gaps", multiple=True, metavar="DURATION",
-              help="An idle gap between calls to measure (repeatable; 0.2ms, 200us, or a bare number of ms).")
-@click.option("--rate", "rates", multiple=True, metavar="RATE",
-              help="A Poisson arrival rate to measure (repeatable): requests per second (50), or a fraction "
-                   "of the runner's back-to-back throughput on the one --case (0.3x).")
-@click.option("--idle", "idles", multiple=True, type=click.Choice(IDLE_MODES),
-              help="How waits are spent (repeatable: every point under each); default "
-                   f"{', '.join(SweepConfig.idles)}.")
-@_config_option("--max-backlog", "max_backlog", type=int)
-@_config_option("--max-queue", "max_queue_ms", type=float, metavar="MS")
-@click.option("--settle-s", "settle_s", type=float, default=SweepConfig.settle_s, show_default=True,
-              metavar="SECONDS", help="Untimed back-to-back calls for this long before each runner's "
-                                      "first point (after its compile), so the back-to-back reference "
-                                      "is not taken on a device coming up from idle clocks; recorded in "
-                                      "sweep.json and each receipt's settings (0: none).")
-@click.option("--runner-option", multiple=True, help="RUNNER:KEY=VALUE for any runner (repeatable).")
-@click.option("--task-option", multiple=True, help="KEY=VALUE passed to the task (repeatable).")
-@click.option("--label", multiple=True, metavar="KEY=VALUE",
-              help="A fact about the run's conditions, recorded as settings.labels (repeatable).")
-@click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), required=True,
-              help="Folder for the receipts (one per point) and the index sweep.json.")
+@_declared_options(SWEEP)
 def sweep(**params: Any) -> None:
     """Measure latency against load: back to back, then under each gap and each rate."""
     from benchbox.run.preflight import preflight
@@ -525,25 +341,10 @@ def sweep(**params: Any) -> None:
     sys.exit(0 if outcome.ok else 1)
 
 
-def _sweep_config(contracts_: tuple[str, ...], task: str, size: str, dtype: str, runners_: tuple[str, ...],
-                  cases_: tuple[str, ...], device: str, threads: int | None, warmup: int, samples: int,
-                  gaps: tuple[str, ...], rates: tuple[str, ...], idles: tuple[str, ...], max_backlog: int,
-                  max_queue_ms: float, settle_s: float, runner_option: tuple[str, ...],
-                  task_option: tuple[str, ...], label: tuple[str, ...], out_dir: Path) -> SweepConfig:
+def _sweep_config(**params: Any) -> SweepConfig:
     """The SweepConfig that ``benchbox sweep``'s options ask for."""
-    from benchbox.run import DEFAULT_RUNNERS, RunConfig
-
-    runners = tuple(runners_) or DEFAULT_RUNNERS
-    run_cfg = RunConfig(
-        contract=contracts_[0], contracts=tuple(contracts_) if len(contracts_) > 1 else (),
-        task=task, size=size, dtype=dtype, runners=runners, cases=tuple(cases_), device=device,
-        threads=threads, warmup=warmup, samples=samples, max_backlog=max_backlog, max_queue_ms=max_queue_ms,
-        runner_options=_runner_options(runners, {}, runner_option),
-        task_options=_pairs(task_option, "--task-option"), labels=_labels(label),
-        command=tuple(["benchbox", *sys.argv[1:]]))
-    gaps_ms = tuple(float(g) for g in (_gap_ms(raw) for raw in gaps) if g is not None)
-    return SweepConfig(run=run_cfg, out_dir=out_dir, gaps_ms=gaps_ms, rates=tuple(rates), settle_s=settle_s,
-                       **({"idles": tuple(idles)} if idles else {}))
+    run, points = parse(SWEEP, params)
+    return SweepConfig(run=RunConfig(**run), **{k: v for k, v in points.items() if v or k != "idles"})
 
 
 @main.command()
@@ -618,11 +419,12 @@ def combine(receipts: tuple[Path, ...], output: Path) -> None:
     _echo(f"wrote {output}: {len(receipts)} runs as rounds of {len(joined.results)} rows")
 
 
-def _threshold(raw: str) -> float:
-    try:
-        return float(raw.strip().rstrip("%")) / 100
-    except ValueError:
-        raise UsageError(f"--threshold expects a percentage such as 5 or 5%, got {raw!r}") from None
+def _step_summary(text: str) -> None:
+    """Append markdown to the GitHub step summary, when ``GITHUB_STEP_SUMMARY`` names one."""
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(text)
 
 
 def _diff_in_flags(result: Any) -> Any:
@@ -666,9 +468,9 @@ def diff(base: Path, head: Path, threshold: str, metric: str, accept: tuple[str,
 
     try:
         result = api.diff(base, head, threshold=_threshold(threshold), metric=metric, alpha=alpha,
-                          accept=accept, drift=_fraction(drift, "--drift"))
+                          accept=accept, drift=fraction(drift, "--drift", "1"))
     except ComparisonRefused as e:
-        render.write_step_summary(render.refused_markdown(_flagged(str(e), "diff")))
+        _step_summary(render.refused_markdown(_flagged(str(e), "diff")))
         raise
     shown = {"table": render.diff_table, "markdown": render.diff_markdown, "json": render.diff_json}[fmt]
     people = _diff_in_flags(result)  # for tools (json) the library's wording
@@ -676,7 +478,7 @@ def diff(base: Path, head: Path, threshold: str, metric: str, accept: tuple[str,
         click.echo(shown(result))  # JSON is escaped already (controls as \uXXXX): it always parses
     else:
         _echo(shown(people))
-    render.write_step_summary(render.diff_markdown(people))
+    _step_summary(render.diff_markdown(people))
     sys.exit(result.exit_code)
 
 
@@ -746,16 +548,16 @@ def contracts(name: str | None, fmt: str) -> None:
 
 
 @main.command()
-@click.option("--task", "task_specs", multiple=True,
+@click.option("--task", "task", multiple=True,
               help="Built-in task name or package.module:factory (repeatable); default the built-in tasks.")
 @_LIST_FORMAT
-def tasks(task_specs: tuple[str, ...], fmt: str) -> None:
+def tasks(task: tuple[str, ...], fmt: str) -> None:
     """List tasks with their cases, sizes and parameter counts."""
     from benchbox.render.data import dumps, tasks_data
     from benchbox.render.table import table
     from benchbox.tasks import describe_tasks
 
-    infos = describe_tasks(task_specs)
+    infos = describe_tasks(task)
     if fmt == "json":
         click.echo(dumps(tasks_data(infos)))
         return
@@ -908,15 +710,9 @@ def report(store_dir: Path, output: Path, threshold: str, metric: str, alpha: fl
     from benchbox.receipts.diff import DiffOptions
     from benchbox.report import Detector, build_report
 
-    def pct(raw: str, name: str) -> float:
-        try:
-            return float(raw.strip().rstrip("%")) / 100
-        except ValueError:
-            raise UsageError(f"{name} expects a percentage such as 5 or 5%, got {raw!r}") from None
-
-    th = pct(threshold, "--threshold")
+    th = _threshold(threshold)
     opts = DiffOptions(threshold=th, metric=metric, alpha=alpha)
-    least = th if min_change is None else pct(min_change, "--min-change")
+    least = th if min_change is None else fraction(min_change, "--min-change")
     det = Detector(max_pvalue=max_pvalue, min_change=least)
     r = build_report(store_dir, output, opts, det, commit_url=commit_url)
     _echo(f"wrote {r.out}/index.html: {len(r.pages)} page(s), {r.series} series, {r.points} points, "

@@ -21,11 +21,11 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from benchbox.harness import PhaseTimer
 from benchbox.matrix import host
 from benchbox.matrix.plan import Cell
+from benchbox.run.options import run_argv
 
 #: seconds a cell gets to write its receipt after SIGINT (timeout or interrupt) before SIGKILL
 GRACE_S = 30.0
@@ -59,45 +59,16 @@ class CellRun:
     interrupted: bool = False
 
 
-def _flag_value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    return str(v)
-
-
 def command(cell: Cell, out: Path, contract_args: list[str], labels: dict[str, str]) -> list[str]:
     """The ``benchbox run`` command line of a cell (what a person would type to repeat it)."""
-    argv = ["run", "--task", cell.task, "--size", cell.size, "--dtype", cell.dtype,
-            "--device", cell.device]
-    for r in cell.runners:
-        argv += ["--runner", r]
-    for c in contract_args:
-        argv += ["--contract", c]
-    for c in cell.cases:
-        argv += ["--case", c]
     s = cell.sampling
-    argv += ["--samples", str(s["samples"]), "--warmup", str(s["warmup"]),
-             "--max-samples", str(s["max_samples"]), "--max-time", str(s["max_time"]),
-             "--threads", str(cell.threads)]
-    if s.get("target_ci") is not None:
-        argv += ["--target-ci", str(s["target_ci"])]
-    if cell.baseline:
-        argv += ["--baseline", cell.baseline]
-    for k, v in cell.task_options.items():
-        argv += ["--task-option", f"{k}={_flag_value(v)}"]
-    for k, v in cell.gates.items():
-        argv += ["--gate", f"{k}={_flag_value(v)}"]
-    for r, opts in cell.runner_options.items():
-        for k, v in opts.items():
-            if (r, k) == ("torch-compile", "aten_fallbacks"):
-                argv += [a for op in v for a in ("--aten-fallback", op)]
-            elif (r, k) == ("torch-compile", "inductor_options"):
-                argv += [a for ik, iv in v.items() for a in ("--compile-option", f"{ik}={_flag_value(iv)}")]
-            else:
-                argv += ["--runner-option", f"{r}:{k}={_flag_value(v)}"]
-    for k, v in labels.items():
-        argv += ["--label", f"{k}={v}"]
-    return [*argv, "--out", str(out)]
+    return run_argv({"task": cell.task, "size": cell.size, "dtype": cell.dtype, "device": cell.device,
+                     "runners": cell.runners, "contracts": contract_args, "cases": cell.cases,
+                     "samples": s["samples"], "warmup": s["warmup"], "max_samples": s["max_samples"],
+                     "max_time_s": s["max_time"], "threads": cell.threads, "target_ci": s.get("target_ci"),
+                     "baseline": cell.baseline or None, "task_options": cell.task_options,
+                     "gates": cell.gates,
+                     "runner_options": cell.runner_options, "labels": labels, "out": out})
 
 
 def _child_setup(cpus: list[int], parent: int) -> Callable[[], None]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 from benchbox.receipts.diff import DiffResult, DiffRow
 from benchbox.render.common import json_text
 from benchbox.render.common import md as _md
@@ -218,14 +216,6 @@ def diff_json(d: DiffResult) -> str:
     """The diff for tools: printed as is (never through terminal escaping), control characters
     escaped as ``\\uXXXX`` so it always parses."""
     return json_text(d.to_dict(), indent=1)
-
-
-def write_step_summary(text: str) -> None:
-    """Append markdown to the GitHub step summary, when ``GITHUB_STEP_SUMMARY`` names one."""
-    path = os.environ.get("GITHUB_STEP_SUMMARY")
-    if path:
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(text)
 
 
 def refused_markdown(reason: str) -> str:

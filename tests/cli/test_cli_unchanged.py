@@ -32,7 +32,8 @@ RUN_ARGV = [
      "--gate", "max_prob_error=0.1", "--label", " a =b=c", "--baseline", "torch-eager", "--out", "x.json",
      "--overwrite"],
     ["--runner", "torch-compile", "--compile-mode", "default", "--compile-option", "max_autotune=true",
-     "--aten-fallback", "layer_norm", "--aten-fallback", "gelu", "--runner-option", "torch-compile:mode=reduce-overhead"],
+     "--aten-fallback", "layer_norm", "--aten-fallback", "gelu",
+     "--runner-option", "torch-compile:mode=reduce-overhead"],
     ["--runner", "torch-eager", "--compile-mode", "default", "--fresh-processes"], ["--size", "huge"],
 ]
 RUN_BAD = [
@@ -52,7 +53,8 @@ SWEEP_ARGV = [
     ["--gap", "0.2ms", "--gap", "1", "--rate", "50", "--rate", "0.3x", "--idle", "busy", "--idle", "sleep",
      "--settle-s", "2", "--max-backlog", "7", "--max-queue", "3", "--contract", "model_io_wall",
      "--runner", "torch-eager", "--case", "invoice", "--threads", "1", "--warmup", "2", "--samples", "9",
-     "--runner", "torch-compile", "--runner-option", "torch-compile:mode=default", "--task-option", "k=v", "--label", "x=y"],
+     "--runner", "torch-compile", "--runner-option", "torch-compile:mode=default", "--task-option", "k=v",
+     "--label", "x=y"],
 ]
 SWEEP_BAD = [[], ["--gap", "bad"], ["--samples", "0", "--gap", "0"], ["--gap", "-1"], ["--idle", "nope"],
              ["--label", "x", "--gap", "0"], ["--runner", "nope", "--gap", "0"]]
@@ -116,7 +118,8 @@ def _cells() -> list[Any]:
                 timeout_s=60.0)
     full = {**base, "runners": ("torch-eager", "torch-compile"), "cases": ("invoice", "video"),
             "device": "cuda", "dtype": "bfloat16", "threads": 4, "baseline": "torch-eager",
-            "sampling": {"samples": 400, "warmup": 3, "max_samples": 4000, "max_time": 12.5, "target_ci": 1.0},
+            "sampling": {"samples": 400, "warmup": 3, "max_samples": 4000, "max_time": 12.5,
+                         "target_ci": 1.0},
             "task_options": {"flag": True, "n": 2, "s": "x y"}, "gates": {"max_prob_error": 0.01},
             "runner_options": {"torch-compile": {"aten_fallbacks": ["layer_norm", "gelu"],
                                                  "inductor_options": {"a": True, "b": 2},
