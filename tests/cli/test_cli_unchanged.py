@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 FIXTURE = Path(__file__).with_name("cli_surface.json")
-HELP = ["run", "sweep", "matrix", "diff", "plot", "report", "selfcheck", "runners", "tasks", "contracts",
-        "show", "combine", "export", "store"]
+HELP = ["", "run", "sweep", "matrix", "diff", "plot", "report", "selfcheck", "runners", "tasks", "contracts",
+        "show", "combine", "export", "store", "store add", "store list", "store rm"]
 RUN_ARGV = [
     [],
     ["--contract", "public_task_call_wall", "--contract", "model_io_wall", "--task", "decision", "--size",
@@ -135,7 +135,7 @@ def observe() -> dict[str, Any]:
 
     helps = {}
     for name in HELP:
-        r = CliRunner().invoke(main, [name, "--help"], env={"COLUMNS": "110"})
+        r = CliRunner().invoke(main, [*name.split(), "--help"], env={"COLUMNS": "110"})
         helps[name] = [r.exit_code, r.output]
     cells = [command(c, Path("out/receipt.json"), ["model_io_wall", "mine/x.toml"], {"cell": "abc", "k": "v"})
              for c in _cells()]
