@@ -89,17 +89,21 @@ inductor_options = { max_autotune = false }
     assert [c.name for c in cell.contracts] == ["public_task_call_wall", "model_io_wall"]
     argv = command(cell, Path("out.json"), [c.name for c in cell.contracts], {"matrix_cell": "x"})
     # the real `benchbox run` parser takes every flag the cell's command line uses
-    from benchbox.cli import main
+    from benchbox.cli import _run_config, main
 
     assert argv[0] == "run"
     ctx = main.commands["run"].make_context("run", argv[1:])
     p = ctx.params
-    assert p["runners_"] == ("torch-eager", "torch-compile")
-    assert p["contracts_"] == ("public_task_call_wall", "model_io_wall")
-    assert p["baseline"] == "torch-eager" and p["cases_"] == ("invoice",) and p["label"] == ("matrix_cell=x",)
+    del p["quiet"], p["verbose"]
+    cfg = _run_config(**p)  # the configuration `benchbox run` makes of it
+    assert cfg.runners == ("torch-eager", "torch-compile")
+    assert cfg.contracts == ("public_task_call_wall", "model_io_wall")
+    assert cfg.baseline == "torch-eager" and cfg.cases == ("invoice",) and cfg.labels == {"matrix_cell": "x"}
     assert p["alias__torch_compile__aten_fallbacks"] == ("layer_norm",)
     assert p["alias__torch_compile__inductor_options"] == ("max_autotune=false",)
-    assert p["runner_option"] == ("torch-compile:mode=default",) and p["threads"] == 1
+    assert cfg.runner_options == {"torch-compile": {"mode": "default", "aten_fallbacks": ["layer_norm"],
+                                                    "inductor_options": {"max_autotune": False}}}
+    assert cfg.threads == 1
 
 
 def test_cell_identity_is_its_declared_configuration_and_revision(tmp_path: Path) -> None:
