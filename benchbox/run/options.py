@@ -218,12 +218,6 @@ def options(command: str) -> tuple[Option, ...]:
     return tuple(o for o in OPTIONS if command in o.commands)
 
 
-def flag_for(field: str, command: str) -> str | None:
-    """The flag that sets configuration field ``field`` on ``command`` (``contract`` is ``--contract``)."""
-    field = "contracts" if field == "contract" else field
-    return next((o.name for o in options(command) if o.field == field), None)
-
-
 def sweep_help(option: Option) -> str | None:
     """Help that differs on ``benchbox sweep`` from the field's own."""
     return _SWEEP_CONTRACT if option.field == "contracts" else option.help
