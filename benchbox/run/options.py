@@ -16,7 +16,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from benchbox.contracts import IDLE_MODES
 from benchbox.errors import UsageError
+from benchbox.harness.quiet import GC_MODES
+from benchbox.run.config import DEFAULT_RUNNERS, DTYPES
 from benchbox.runners import ENTRIES, CliAlias
 
 RUN, SWEEP = "run", "sweep"
@@ -168,7 +171,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("--contract", "contracts", kind="list", values="contracts"),
     Option("--task", "task", values="task"),
     Option("--size", "size", values="size"),
-    Option("--dtype", "dtype", choices=("float32", "float16", "bfloat16")),
+    Option("--dtype", "dtype", choices=DTYPES),
     Option("--runner", "runners", kind="list", values="runners"),
     Option("--case", "cases", kind="list", values="cases"),
     Option("--device", "device"),
@@ -177,7 +180,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("--samples", "samples", type="int"),
     Option("--repeats", "repeats", (RUN,), type="int", metavar="K"),
     Option("--fresh-processes/--in-process", "fresh_processes", (RUN,), kind="switch"),
-    Option("--gc", "gc_mode", (RUN,), choices=("on", "off")),
+    Option("--gc", "gc_mode", (RUN,), choices=GC_MODES),
     Option("--target-ci", "target_ci", (RUN,), parse=percent, metavar="PCT"),
     Option("--max-samples", "max_samples", (RUN,), type="int"),
     Option("--max-time", "max_time_s", (RUN,), type="float"),
@@ -188,8 +191,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("--rate", "rates", (SWEEP,), kind="list", metavar="RATE", sweep=True,
            help="A Poisson arrival rate to measure (repeatable): requests per second (50), or a fraction of "
                 "the runner's back-to-back throughput on the one --case (0.3x)."),
-    Option("--idle", "idle", (RUN,), choices=("sleep", "busy")),
-    Option("--idle", "idles", (SWEEP,), kind="list", choices=("sleep", "busy"), sweep=True,
+    Option("--idle", "idle", (RUN,), choices=IDLE_MODES),
+    Option("--idle", "idles", (SWEEP,), kind="list", choices=IDLE_MODES, sweep=True,
            help="How waits are spent (repeatable: every point under each)"),
     Option("--max-backlog", "max_backlog", type="int"),
     Option("--max-queue", "max_queue_ms", type="float", metavar="MS"),
@@ -271,8 +274,6 @@ def runner_options(runners: tuple[str, ...], given: dict[str, Any], runner_optio
 def parse(command: str, params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """The keyword arguments of RunConfig and of the sweep's own fields that ``command``'s
     options (``params``: click's values, by field name) ask for."""
-    from benchbox.run.config import DEFAULT_RUNNERS
-
     run: dict[str, Any] = {}
     sweep: dict[str, Any] = {}
     for o in options(command):

@@ -15,6 +15,7 @@ import threading
 import time
 from pathlib import Path
 
+import click
 import pytest
 
 from benchbox.errors import UsageError
@@ -92,7 +93,8 @@ inductor_options = { max_autotune = false }
     from benchbox.cli import _run_config, main
 
     assert argv[0] == "run"
-    ctx = main.commands["run"].make_context("run", argv[1:])
+    parent = click.Context(main, info_name="benchbox", **main.context_settings)  # as `benchbox` makes it
+    ctx = main.commands["run"].make_context("run", argv[1:], parent=parent)
     p = ctx.params
     del p["quiet"], p["verbose"]
     cfg = _run_config(**p)  # the configuration `benchbox run` makes of it

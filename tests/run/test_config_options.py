@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import click
 import pytest
 
 from benchbox.cli import _run_config, main
@@ -24,7 +25,8 @@ GIVEN = {"contracts": ("model_io_wall", "device_span"), "task": "decision", "siz
 
 
 def _parsed(argv: list[str]):
-    params = main.commands["run"].make_context("run", argv[1:]).params
+    parent = click.Context(main, info_name="benchbox", **main.context_settings)  # as `benchbox` makes it
+    params = main.commands["run"].make_context("run", argv[1:], parent=parent).params
     del params["quiet"], params["verbose"]
     return _run_config(**params)
 
