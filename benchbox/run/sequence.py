@@ -16,7 +16,6 @@ import dataclasses
 import hashlib
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,40 +29,20 @@ from benchbox.harness.schedule import measured_before, sample, sampling_key
 from benchbox.receipts import build
 from benchbox.receipts.conditions import load_warning
 from benchbox.receipts.io import check_receipt_budget
-from benchbox.receipts.model import Calibration, Receipt, ResultRow
+from benchbox.receipts.model import Calibration, ResultRow
 from benchbox.run.capture import OutputLog
 from benchbox.run.config import RunConfig
 from benchbox.run.contain import contained, describe
 from benchbox.run.factory import REGISTERED, RunnerFactory
 from benchbox.run.interrupt import Stop
 from benchbox.run.limits import TimeLimit
+from benchbox.run.outcome import RunOutcome
 from benchbox.run.output import Output, log_path
 from benchbox.run.progress import LineReporter, Reporter, RunPlan, passes
 from benchbox.runners import Runner
 from benchbox.tasks import CallTrace, Case, Task, check_task_metadata, load_task
 
 Progress = Callable[[str], None]
-
-
-@dataclass
-class RunOutcome:
-    """The receipt and where it was written (the first contract's), and those of the others."""
-
-    path: Path
-    receipt: Receipt
-    others: list[RunOutcome] = field(default_factory=list)
-    #: a write failed: what happened and where the receipts went instead (None: written at ``path``)
-    problem: str | None = None
-    #: False when no write succeeded after the failure: the results exist only in ``receipt``
-    saved: bool = True
-
-    @property
-    def all(self) -> list[RunOutcome]:
-        return [self, *self.others]
-
-    @property
-    def ok(self) -> bool:
-        return all(r.status == "valid" for o in self.all for r in o.receipt.results)
 
 
 def model_facts(model: Any) -> dict[str, Any]:
@@ -559,11 +538,7 @@ class _Run:
             self.receipts.update(lambda _, r: build.with_process_facts(r, gpu=gpu))
         comparisons = [compare_runners(r, self.baseline) for r in self.receipts.receipts]
         self.receipts.finish(comparisons, environment)
-        out = self.receipts
-        first, *rest = [RunOutcome(p, r, problem=out.problem, saved=not out.in_memory)
-                        for p, r in zip(out.paths, out.receipts)]
-        first.others = rest
-        return first
+        return RunOutcome.of(self.receipts)
 
     # -- runners that cannot run ------------------------------------------------------------
     def _availability(self, name: str, opts: dict[str, Any]) -> str | None:
