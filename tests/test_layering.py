@@ -3,8 +3,9 @@
 The page's block of ``package ──► imports`` lines is the one list of allowed edges: an
 import between packages that the block does not name fails here, wherever it sits (top of
 a module or inside a function). Neither the packages nor the modules of one package import
-each other in a cycle, counting imports inside functions (and those for type checking). The static reading stands in for importing every module,
-which would need torch, tensorrt and matplotlib.
+each other in a cycle, counting imports inside functions (and those for type checking). The
+static reading stands in for importing every module, which would need torch, tensorrt and
+matplotlib.
 """
 
 from __future__ import annotations

@@ -36,7 +36,11 @@ def __getattr__(name: str) -> Any:
         from benchbox.run import outcome
 
         return outcome.RunOutcome
-    if name in ("model_facts", "run"):
+    if name == "model_facts":
+        from benchbox.run import reference
+
+        return reference.model_facts
+    if name == "run":
         from benchbox.run import sequence
 
         return getattr(sequence, name)
