@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchbox.contracts.model import check_toml_shape
+from benchbox.contracts.shape import check_toml_shape
 from benchbox.errors import UsageError, did_you_mean
 
 #: axis → the value used when the plan does not name the axis
