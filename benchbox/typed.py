@@ -113,6 +113,16 @@ class Record:
         return decode(cls, plain(dict(data)), cls.__name__, "record")
 
 
+@dataclass(frozen=True, kw_only=True)
+class Declared(Record):
+    """A record of a declaration a person writes (a contract, a matrix plan): a key it does not
+    declare is refused, a typo being an error rather than an extra key."""
+
+    CLOSED: ClassVar[bool] = True
+    extra: Mapping[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+    nulls: frozenset[str] = dataclasses.field(default=frozenset(), repr=False, compare=False)
+
+
 #: fields every record has that are not part of the document
 _BOOKKEEPING = ("extra", "nulls")
 
@@ -315,7 +325,8 @@ def _decode_record(cls: type[Record], value: Any, path: str) -> Record:
     extra = {k: v for k, v in value.items() if k not in known}
     if extra and cls.CLOSED:
         unknown = sorted(str(k) for k in extra)[0]
-        raise _Invalid("", f"unknown {path + ' ' if path else ''}field {_short(unknown)}")
+        raise _Invalid("", f"unknown {path + ' ' if path else ''}field {_short(unknown)} "
+                           f"(fields: {', '.join(sorted(known))})")
     nulls = frozenset(k for k in known if k in value and value[k] is None)
     record = cls(**kw, extra=extra, nulls=nulls)  # type: ignore[call-arg]
 

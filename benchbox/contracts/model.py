@@ -9,11 +9,11 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from benchbox.contracts.shape import check_toml_shape
 from benchbox.errors import UsageError, did_you_mean, first_line
-from benchbox.typed import Range, Record, decode, required, spec
+from benchbox.typed import Declared, Range, decode, required, spec
 
 #: The stages of one task call, in pipeline order.
 STAGES: tuple[str, ...] = ("parse", "preprocess", "h2d", "compute", "d2h", "reduce", "answer", "serialize")
@@ -230,15 +230,6 @@ def _check_number(value: Any, what: str, where: str, zero_ok: bool) -> None:
 
 # -- the declarations, as typed records (decoded by benchbox.typed) -------------------------
 
-@dataclass(frozen=True, kw_only=True)
-class _Declared(Record):
-    """A table a person writes: a key it does not declare is refused (a typo, not an extra)."""
-
-    CLOSED: ClassVar[bool] = True
-    extra: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
-    nulls: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
-
-
 ArrivalField = Literal["kind", "gap_ms", "rate_per_s", "idle", "seed", "set_at_run"]
 #: the fields each arrival kind takes (beyond ``kind`` and ``set_at_run``)
 _ARRIVAL_FIELDS: dict[str, set[str]] = {"back_to_back": set(), "gap": {"gap_ms", "idle"},
@@ -246,7 +237,7 @@ _ARRIVAL_FIELDS: dict[str, set[str]] = {"back_to_back": set(), "gap": {"gap_ms",
 
 
 @dataclass(frozen=True, kw_only=True)
-class ArrivalDeclaration(_Declared):
+class ArrivalDeclaration(Declared):
     """A ``[policy.arrival]`` table, or the ``arrival`` a receipt's contract carries."""
 
     kind: ArrivalKind = spec(default="back_to_back")
@@ -269,7 +260,7 @@ class ArrivalDeclaration(_Declared):
 
 
 @dataclass(frozen=True, kw_only=True)
-class PolicyDeclaration(_Declared):
+class PolicyDeclaration(Declared):
     """The ``[policy]`` table; every field at :class:`Policy`'s default when left out."""
 
     state: State = spec(default="warm")
@@ -288,7 +279,7 @@ class PolicyDeclaration(_Declared):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ContractDeclaration(_Declared):
+class ContractDeclaration(Declared):
     """A contract as declared in TOML, or as embedded in a receipt (``first``, ``last``, ``hash``,
     ``source`` and the top-level ``arrival`` then come along)."""
 
