@@ -29,17 +29,9 @@ def run(config: RunConfig | None = None, /, *, reporter: Reporter | None = None,
         progress: Callable[[str], None] | None = None, **fields: Any) -> RunOutcome:
     """Measure runners × cases under one or more timing contracts; write and return the receipts.
 
-    Pass a :class:`~benchbox.run.config.RunConfig`, or its fields as keywords (they
-    override the config's when both are given)::
-
-        outcome = benchbox.run(runners=("torch-eager",), cases=("invoice",), samples=50,
-                               out="receipts/r.json")
-        outcome.receipt.results[0].summary.p50_ns
-
-    ``reporter`` receives the phases and progress (:class:`benchbox.run.progress.Reporter`);
-    ``progress`` is a simpler callback that gets one line per step. A run prints nothing
-    by itself. Returns a :class:`~benchbox.run.outcome.RunOutcome` (``path``, ``receipt``,
-    ``all`` for several contracts, ``ok``).
+    The run itself: :func:`benchbox.run.call.run` (what ``help(benchbox.run)`` shows), with
+    the same arguments: a :class:`~benchbox.run.config.RunConfig` or its fields as keywords,
+    ``reporter`` or ``progress``. Returns a :class:`~benchbox.run.outcome.RunOutcome`.
     """
     from benchbox.run.call import run as run_fields
 

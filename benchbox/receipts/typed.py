@@ -1,19 +1,10 @@
-"""The typed-record layer, for the receipts' modules that import it from here: it lives in
+"""The typed-record layer under the name the receipts' modules import: it lives in
 :mod:`benchbox.typed`, below contracts and matrix plans, which it validates too."""
 
-from benchbox.typed import (
-    MaxLength,
-    MinItems,
-    Pattern,
-    Range,
-    Record,
-    decode,
-    encode,
-    json_schema,
-    plain,
-    required,
-    spec,
-)
+from typing import Any
 
-__all__ = ["MaxLength", "MinItems", "Pattern", "Range", "Record", "decode", "encode", "json_schema", "plain",
-           "required", "spec"]
+import benchbox.typed as _typed
+
+
+def __getattr__(name: str) -> Any:
+    return getattr(_typed, name)
