@@ -9,7 +9,6 @@ and call ``benchbox.run(...)``, ``benchbox.load_receipt(...)``, ``benchbox.diff(
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,8 +19,8 @@ if TYPE_CHECKING:
     from benchbox.receipts.diff import DiffResult
     from benchbox.receipts.model import Receipt
     from benchbox.run.config import RunConfig
+    from benchbox.run.outcome import RunOutcome
     from benchbox.run.progress import Reporter
-    from benchbox.run.sequence import RunOutcome
 
 PathLike = str | Path
 
@@ -30,34 +29,13 @@ def run(config: RunConfig | None = None, /, *, reporter: Reporter | None = None,
         progress: Callable[[str], None] | None = None, **fields: Any) -> RunOutcome:
     """Measure runners × cases under one or more timing contracts; write and return the receipts.
 
-    Pass a :class:`~benchbox.run.config.RunConfig`, or its fields as keywords (they
-    override the config's when both are given)::
-
-        outcome = benchbox.run(runners=("torch-eager",), cases=("invoice",), samples=50,
-                               out="receipts/r.json")
-        outcome.receipt.results[0].summary.p50_ns
-
-    ``reporter`` receives the phases and progress (:class:`benchbox.run.progress.Reporter`);
-    ``progress`` is a simpler callback that gets one line per step. A run prints nothing
-    by itself. Returns a :class:`~benchbox.run.sequence.RunOutcome` (``path``, ``receipt``,
-    ``all`` for several contracts, ``ok``).
+    The run itself: :func:`benchbox.run.call.run` (what ``help(benchbox.run)`` shows), with
+    the same arguments: a :class:`~benchbox.run.config.RunConfig` or its fields as keywords,
+    ``reporter`` or ``progress``. Returns a :class:`~benchbox.run.outcome.RunOutcome`.
     """
-    from benchbox.run.config import RunConfig
-    from benchbox.run.sequence import run as run_sequence
+    from benchbox.run.call import run as run_fields
 
-    known = {f.name for f in dataclasses.fields(RunConfig)}
-    unknown = sorted(set(fields) - known)
-    if unknown:
-        raise UsageError(f"benchbox.run: unknown field {unknown[0]!r} (fields: {', '.join(sorted(known))})")
-    if "out" in fields and fields["out"] is not None:
-        fields["out"] = Path(fields["out"])
-    for name in ("runners", "cases", "contracts"):
-        if isinstance(fields.get(name), str):
-            fields[name] = (fields[name],)
-        elif fields.get(name) is not None:
-            fields[name] = tuple(fields[name])
-    cfg = dataclasses.replace(config, **fields) if config is not None else RunConfig(**fields)
-    return run_sequence(cfg, progress or (lambda s: None), reporter=reporter)
+    return run_fields(config, reporter=reporter, progress=progress, **fields)
 
 
 def load_receipt(path: PathLike) -> Receipt:

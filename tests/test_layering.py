@@ -2,8 +2,10 @@
 
 The page's block of ``package ──► imports`` lines is the one list of allowed edges: an
 import between packages that the block does not name fails here, wherever it sits (top of
-a module or inside a function). The static reading stands in for importing every module,
-which would need torch, tensorrt and matplotlib.
+a module or inside a function). Neither the packages nor the modules of one package import
+each other in a cycle, counting imports inside functions (and those for type checking). The
+static reading stands in for importing every module, which would need torch, tensorrt and
+matplotlib.
 """
 
 from __future__ import annotations
@@ -121,6 +123,58 @@ def package_edges() -> dict[tuple[str, str], list[str]]:
     return edges
 
 
+def module_edges() -> dict[str, set[str]]:
+    """Every import from one module of benchbox to another, wherever it sits: module → modules.
+    ``from package import submodule`` is an edge to the submodule alone."""
+    edges: dict[str, set[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        src = module_name(path)
+        for node in ast.walk(parsed(path)):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            names = imported_names(path, node)
+            if isinstance(node, ast.ImportFrom) and len(names) == len(node.names) + 1:
+                names = names[1:]  # every name imported is a submodule: the package is only their path
+            edges.setdefault(src, set()).update(
+                n for n in names if n.startswith("benchbox.") and n != src)
+    return edges
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected parts of ``graph`` with more than one node (Tarjan's algorithm,
+    without recursion), each sorted: the import cycles."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        while work:
+            node, targets = work[-1]
+            nxt = next((t for t in targets if t not in index or t in stack), None)
+            if nxt is not None and nxt not in index:
+                index[nxt] = low[nxt] = len(index)
+                stack.append(nxt)
+                work.append((nxt, iter(sorted(graph.get(nxt, ())))))
+                continue
+            if nxt is not None:
+                low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                part = stack[stack.index(node):]
+                del stack[stack.index(node):]
+                if len(part) > 1:
+                    found.append(sorted(part))
+    return found
+
+
 def units() -> set[str]:
     found = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
     found |= {p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
@@ -194,3 +248,28 @@ def test_the_checks_see_a_forbidden_edge(tmp_path: Path) -> None:
     actual = package_edges()
     assert ("receipts", "stats") in actual and "stats" not in edges["receipts"]
     assert "torch" in import_time_closure("benchbox.runners.torch_runner")
+
+
+def test_the_packages_import_each_other_without_a_cycle() -> None:
+    graph: dict[str, set[str]] = {}
+    for src, dst in package_edges():
+        if src not in EXEMPT and dst not in EXEMPT:
+            graph.setdefault(src, set()).add(dst)
+    assert cycles(graph) == [], "packages that import each other, inside functions included"
+
+
+def test_the_modules_of_a_package_import_each_other_without_a_cycle() -> None:
+    within = {src: {d for d in dsts if unit_of(d) == unit_of(src)} for src, dsts in module_edges().items()}
+    assert cycles(within) == [], "modules that import each other, inside functions included"
+
+
+def test_the_cycle_check_sees_a_cycle() -> None:
+    """The check above on graphs with a cycle (one through a function-level import of the
+    source), and without one."""
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set()}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": set(), "x": {"y"}, "y": {"x"}}) == [["x", "y"]]
+    assert cycles({"a": {"b", "c"}, "b": {"c"}, "c": set()}) == []
+    edges = module_edges()
+    assert "benchbox.run.sequence" in edges["benchbox.run.call"]  # imported inside run()
+    assert "benchbox.run" not in edges["benchbox.run.worker"]  # ``from benchbox.run import interrupt``
+    assert "benchbox.run.interrupt" in edges["benchbox.run.worker"]

@@ -5,13 +5,15 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 import tomllib
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, get_args
 
+from benchbox.contracts.shape import check_toml_shape
 from benchbox.errors import UsageError, did_you_mean, first_line
+from benchbox.typed import Declared, Range, decode, required, spec
 
 #: The stages of one task call, in pipeline order.
 STAGES: tuple[str, ...] = ("parse", "preprocess", "h2d", "compute", "d2h", "reduce", "answer", "serialize")
@@ -21,14 +23,20 @@ DEVICE_STAGES: tuple[str, ...] = ("h2d", "compute", "d2h")
 QUEUE = "queue"
 #: Every stage a region may hold or a sample may record: ``queue``, then the pipeline.
 TIMELINE: tuple[str, ...] = (QUEUE, *STAGES)
-ARRIVALS = ("back_to_back", "gap", "poisson")
-IDLE_MODES = ("sleep", "busy")
+ArrivalKind = Literal["back_to_back", "gap", "poisson"]
+IdleMode = Literal["sleep", "busy"]
+ClockName = Literal["host", "device"]
+SyncRule = Literal["none", "stream", "device"]
+EventFloor = Literal["keep", "subtract"]
+State = Literal["warm", "first_call"]
+ARRIVALS: tuple[str, ...] = get_args(ArrivalKind)
+IDLE_MODES: tuple[str, ...] = get_args(IdleMode)
 #: how waits are spent where neither the contract nor the run says
 DEFAULT_IDLE = "sleep"
-CLOCKS = ("host", "device")
-SYNC_RULES = ("none", "stream", "device")
-EVENT_FLOORS = ("keep", "subtract")
-STATES = ("warm", "first_call")
+CLOCKS: tuple[str, ...] = get_args(ClockName)
+SYNC_RULES: tuple[str, ...] = get_args(SyncRule)
+EVENT_FLOORS: tuple[str, ...] = get_args(EventFloor)
+STATES: tuple[str, ...] = get_args(State)
 
 
 @dataclass(frozen=True)
@@ -213,18 +221,6 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _require(data: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
-    if key not in data:
-        raise UsageError(f"{where}: missing field '{key}'")
-    value = data[key]
-    if isinstance(value, bool) and kind is int:
-        raise UsageError(f"{where}: field '{key}' must be an integer, not a boolean")
-    if not isinstance(value, kind):
-        want = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        raise UsageError(f"{where}: field '{key}' must be {want}, got {type(value).__name__}")
-    return value
-
-
 def _check_number(value: Any, what: str, where: str, zero_ok: bool) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
             or value < 0 or (value == 0 and not zero_ok):
@@ -232,210 +228,151 @@ def _check_number(value: Any, what: str, where: str, zero_ok: bool) -> None:
                          f"finite number, got {_short(value)}")
 
 
-def arrival_from_dict(data: Any, where: str) -> Arrival:
-    """Validate a ``[policy.arrival]`` table; UsageError naming the problem."""
-    if not isinstance(data, dict):
-        raise UsageError(f"{where}: policy.arrival must be a table")
-    known = {"kind", "gap_ms", "rate_per_s", "idle", "seed", "set_at_run"}
-    extra = sorted(str(k) for k in set(data) - known)
-    if extra:
-        raise UsageError(f"{where}: unknown policy.arrival field {_short(extra[0])}")
-    kind = data.get("kind", "back_to_back")
-    if kind not in ARRIVALS:
-        raise UsageError(f"{where}: policy.arrival.kind must be one of {', '.join(ARRIVALS)}, "
-                         f"got {_short(kind)}")
-    allowed = {"back_to_back": set(), "gap": {"gap_ms", "idle"}, "poisson": {"rate_per_s", "idle", "seed"}}
-    stray = sorted(k for k in set(data) - {"kind", "set_at_run"} - allowed[kind])
-    if stray:
-        raise UsageError(f"{where}: policy.arrival.{stray[0]} does not apply to kind = {kind!r}")
-    idle = data.get("idle", DEFAULT_IDLE)
-    if idle not in IDLE_MODES:
-        raise UsageError(f"{where}: policy.arrival.idle must be one of {', '.join(IDLE_MODES)}, "
-                         f"got {_short(idle)}")
-    seed = data.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
-        raise UsageError(f"{where}: policy.arrival.seed must be a non-negative integer, got {_short(seed)}")
-    gap, rate = data.get("gap_ms", 0.0), data.get("rate_per_s", 0.0)
-    _check_number(gap, "policy.arrival.gap_ms", where, zero_ok=False if kind == "gap" else True)
-    _check_number(rate, "policy.arrival.rate_per_s (0: given at run time)", where, zero_ok=True)
-    set_at_run = data.get("set_at_run", [])
-    if not isinstance(set_at_run, (list, tuple)) or not all(k in known for k in set_at_run):
-        raise UsageError(f"{where}: policy.arrival.set_at_run must list arrival fields")
-    return Arrival(kind=kind, gap_ms=float(gap), rate_per_s=float(rate), idle=idle, seed=seed,
-                   set_at_run=tuple(set_at_run))
+# -- the declarations, as typed records (decoded by benchbox.typed) -------------------------
+
+ArrivalField = Literal["kind", "gap_ms", "rate_per_s", "idle", "seed", "set_at_run"]
+#: the fields each arrival kind takes (beyond ``kind`` and ``set_at_run``)
+_ARRIVAL_FIELDS: dict[str, set[str]] = {"back_to_back": set(), "gap": {"gap_ms", "idle"},
+                                         "poisson": {"rate_per_s", "idle", "seed"}}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArrivalDeclaration(Declared):
+    """A ``[policy.arrival]`` table, or the ``arrival`` a receipt's contract carries."""
+
+    kind: ArrivalKind = spec(default="back_to_back")
+    gap_ms: Annotated[float, Range(0)] = spec(default=0.0)
+    rate_per_s: Annotated[float, Range(0)] = spec(default=0.0, description="0: given at run time")
+    idle: IdleMode = spec(default=DEFAULT_IDLE)
+    seed: Annotated[int, Range(0, 2**63 - 1)] = spec(default=0)
+    set_at_run: tuple[ArrivalField, ...] = spec(default=())
+
+    def check(self, raw: Mapping[str, Any], fail: Callable[[str], None]) -> None:
+        stray = sorted(k for k in set(raw) - {"kind", "set_at_run"} - _ARRIVAL_FIELDS[self.kind])
+        if stray:
+            fail(f"{stray[0]} does not apply to kind = {self.kind!r}")
+        if self.kind == "gap" and self.gap_ms == 0:
+            fail(f"gap_ms must be a positive finite number, got {_short(self.gap_ms)}")
+
+    def arrival(self) -> Arrival:
+        return Arrival(kind=self.kind, gap_ms=float(self.gap_ms), rate_per_s=float(self.rate_per_s),
+                       idle=self.idle, seed=self.seed, set_at_run=tuple(self.set_at_run))
+
+
+@dataclass(frozen=True, kw_only=True)
+class PolicyDeclaration(Declared):
+    """The ``[policy]`` table; every field at :class:`Policy`'s default when left out."""
+
+    state: State = spec(default="warm")
+    fresh_request: bool = spec(default=True)
+    cuda_graphs: bool = spec(default=True)
+    sync_at_close: SyncRule = spec(default="none")
+    hold_stream: bool = spec(default=False)
+    event_floor: EventFloor = spec(default="keep")
+    saturated: bool = spec(default=False)
+    arrival: ArrivalDeclaration = spec(default_factory=ArrivalDeclaration)
+
+    def policy(self) -> Policy:
+        return Policy(state=self.state, fresh_request=self.fresh_request, cuda_graphs=self.cuda_graphs,
+                      sync_at_close=self.sync_at_close, hold_stream=self.hold_stream,
+                      event_floor=self.event_floor, saturated=self.saturated, arrival=self.arrival.arrival())
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContractDeclaration(Declared):
+    """A contract as declared in TOML, or as embedded in a receipt (``first``, ``last``, ``hash``,
+    ``source`` and the top-level ``arrival`` then come along)."""
+
+    name: str = required()
+    version: Annotated[int, Range(1)] = required()
+    description: str = spec(default="")
+    stages: tuple[str, ...] = required()
+    clock: ClockName = required()
+    policy: PolicyDeclaration = spec(default_factory=PolicyDeclaration)
+    first: str | None = spec()
+    last: str | None = spec()
+    hash: Any = spec()
+    source: Any = spec()
+    arrival: ArrivalDeclaration | None = spec()
+
+    def check(self, raw: Mapping[str, Any], fail: Callable[[str], None]) -> None:
+        name = self.name
+        if not name or len(name) > MAX_NAME or not name.replace("_", "").replace("-", "").isalnum():
+            fail(f"name must be 1-{MAX_NAME} letters, digits, '_' or '-', got {name[:60]!r}")
+        problem = _region_problem(list(self.stages), self.clock)
+        if problem is None:
+            for key, value in (("first", self.stages[0]), ("last", self.stages[-1])):
+                if key in raw and getattr(self, key) != value:
+                    problem = f"'{key}' is {_short(getattr(self, key))} but the stages say {value!r}"
+        if problem is None and self.arrival is not None \
+                and self.arrival.arrival().canonical() != self.policy.arrival.arrival().canonical():
+            problem = "'arrival' does not match policy.arrival"
+        problem = problem or _policy_problem(self.policy, self.clock, self.stages)
+        if problem is not None:
+            fail(problem)
+
+    def contract(self, source: str) -> Contract:
+        policy = self.policy.policy()
+        if self.arrival is not None:  # as written in a receipt: what was set at run time too
+            policy = replace(policy, arrival=self.arrival.arrival())
+        return Contract(name=self.name, version=self.version, description=self.description,
+                        stages=tuple(self.stages), clock=self.clock, policy=policy, source=source)
+
+
+def _region_problem(stages: list[str], clock: str) -> str | None:
+    """What is wrong with a region's stages under its clock (None: nothing)."""
+    if not stages:
+        return "'stages' is empty; the region needs at least one stage"
+    for s in stages:
+        if s not in TIMELINE:
+            return f"unknown stage {_short(s)} (stages are {', '.join(TIMELINE)})"
+    if len(set(stages)) != len(stages):
+        return f"stage list repeats a stage: {', '.join(stages)}"
+    idx = [TIMELINE.index(s) for s in stages]
+    if idx != sorted(idx):
+        return f"stages are out of pipeline order: {', '.join(stages)}"
+    if idx != list(range(idx[0], idx[-1] + 1)):
+        missing = [TIMELINE[i] for i in range(idx[0], idx[-1] + 1) if i not in idx]
+        return f"stages are not contiguous: {', '.join(stages)} skips {', '.join(missing)}"
+    host_only = [s for s in stages if s not in DEVICE_STAGES]
+    if clock == "device" and host_only:
+        return (f"the device clock cannot time host stage(s) {', '.join(host_only)}; "
+                f"device-clock regions must lie inside {DEVICE_STAGES[0]}..{DEVICE_STAGES[-1]}")
+    if stages == [QUEUE]:
+        return "a region cannot be 'queue' alone; it opens at queue and runs on through parse at least"
+    return None
+
+
+def _policy_problem(policy: PolicyDeclaration, clock: str, stages: tuple[str, ...]) -> str | None:
+    """What is wrong with a policy for its region and clock (None: nothing)."""
+    paced = policy.arrival.kind != "back_to_back"
+    if paced and (policy.saturated or policy.state != "warm"):
+        return ("paced arrivals need warm calls, one request per call "
+                "(not policy.saturated, and state = \"warm\")")
+    if policy.event_floor == "subtract" and clock != "device":
+        return "policy.event_floor applies only to the device clock"
+    if policy.hold_stream and clock != "device":
+        return "policy.hold_stream applies only to the device clock"
+    if not policy.saturated:
+        return None
+    if clock != "device" or list(stages) != ["compute"]:
+        return ("policy.saturated needs clock = \"device\" and stages = [\"compute\"] "
+                "(only compute can be re-run back to back)")
+    if policy.fresh_request:
+        return "policy.saturated re-runs one request's inputs; declare policy.fresh_request = false"
+    if policy.event_floor != "keep":
+        return ("policy.saturated keeps the event floor (one pair per batch, divided by the batch size); "
+                "declare event_floor = \"keep\"")
+    if policy.hold_stream or policy.sync_at_close != "none" or policy.state != "warm":
+        return ("policy.saturated keeps the device busy: it needs hold_stream = false, "
+                "sync_at_close = \"none\" and state = \"warm\"")
+    return None
 
 
 def contract_from_dict(data: Any, where: str = "contract", source: str = "builtin") -> Contract:
     """Validate a declaration and build a Contract; raise UsageError naming the problem."""
-    if not isinstance(data, dict):
-        raise UsageError(f"{where}: a contract must be a table, got {type(data).__name__}")
-    known = {"name", "version", "description", "stages", "clock", "policy",
-             "first", "last", "hash", "source", "arrival"}
-    unknown = sorted(str(k) for k in set(data) - known)
-    if unknown:
-        raise UsageError(f"{where}: unknown field {_short(unknown[0])}")
-    name = _require(data, "name", str, where)
-    if not name or len(name) > MAX_NAME or not name.replace("_", "").replace("-", "").isalnum():
-        raise UsageError(f"{where}: name must be 1-{MAX_NAME} letters, digits, '_' or '-', "
-                         f"got {name[:60]!r}")
-    version = _require(data, "version", int, where)
-    if version < 1:
-        raise UsageError(f"{where}: version must be ≥ 1, got {version}")
-    description = data.get("description", "")
-    if not isinstance(description, str):
-        raise UsageError(f"{where}: field 'description' must be str")
-    stages = _require(data, "stages", list, where)
-    if not stages:
-        raise UsageError(f"{where}: 'stages' is empty; the region needs at least one stage")
-    for s in stages:
-        if not isinstance(s, str) or s not in TIMELINE:
-            raise UsageError(f"{where}: unknown stage {_short(s)} (stages are {', '.join(TIMELINE)})")
-    if len(set(stages)) != len(stages):
-        raise UsageError(f"{where}: stage list repeats a stage: {', '.join(stages)}")
-    idx = [TIMELINE.index(s) for s in stages]
-    if idx != sorted(idx):
-        raise UsageError(f"{where}: stages are out of pipeline order: {', '.join(stages)}")
-    if idx != list(range(idx[0], idx[-1] + 1)):
-        missing = [TIMELINE[i] for i in range(idx[0], idx[-1] + 1) if i not in idx]
-        raise UsageError(
-            f"{where}: stages are not contiguous: {', '.join(stages)} skips {', '.join(missing)}")
-    for key, value in (("first", stages[0]), ("last", stages[-1])):
-        if key in data and data[key] != value:
-            raise UsageError(f"{where}: '{key}' is {_short(data[key])} but the stages say {value!r}")
-    clock = _require(data, "clock", str, where)
-    if clock not in CLOCKS:
-        raise UsageError(f"{where}: clock must be one of {', '.join(CLOCKS)}, got {_short(clock)}")
-    if clock == "device":
-        host_only = [s for s in stages if s not in DEVICE_STAGES]
-        if host_only:
-            raise UsageError(
-                f"{where}: the device clock cannot time host stage(s) {', '.join(host_only)}; "
-                f"device-clock regions must lie inside {DEVICE_STAGES[0]}..{DEVICE_STAGES[-1]}")
-    if stages == [QUEUE]:
-        raise UsageError(f"{where}: a region cannot be 'queue' alone; it opens at queue and runs on "
-                         "through parse at least")
-    policy = _policy_from_dict(data, clock, stages, where)
-    return Contract(name=name, version=version, description=description,
-                    stages=tuple(stages), clock=clock, policy=policy, source=source)
-
-
-def _policy_from_dict(data: dict[str, Any], clock: str, stages: list[str], where: str) -> Policy:
-    """The policy table (and a receipt's top-level ``arrival``), checked against the region."""
-    pol = data.get("policy", {})
-    if not isinstance(pol, dict):
-        raise UsageError(f"{where}: 'policy' must be a table")
-    defaults = Policy()
-    kw: dict[str, Any] = {}
-    if "arrival" in pol:
-        kw["arrival"] = arrival_from_dict(pol["arrival"], where)
-    for key, default in asdict(defaults).items():
-        if key in pol and key != "arrival":
-            value = pol[key]
-            if type(value) is not type(default):
-                raise UsageError(
-                    f"{where}: policy.{key} must be {type(default).__name__}, got {type(value).__name__}")
-            kw[key] = value
-    extra = sorted(str(k) for k in set(pol) - set(asdict(defaults)))
-    if extra:
-        raise UsageError(f"{where}: unknown policy field {_short(extra[0])}")
-    policy = Policy(**kw)
-    if "arrival" in data:  # as written in a receipt: the same arrival, and what was set at run time
-        top = arrival_from_dict(data["arrival"], where)
-        if top.canonical() != policy.arrival.canonical():
-            raise UsageError(f"{where}: 'arrival' does not match policy.arrival")
-        policy = replace(policy, arrival=top)
-    if policy.arrival.paced and (policy.saturated or policy.state != "warm"):
-        raise UsageError(f"{where}: paced arrivals need warm calls, one request per call "
-                         "(not policy.saturated, and state = \"warm\")")
-    if policy.state not in STATES:
-        raise UsageError(f"{where}: policy.state must be one of {', '.join(STATES)}")
-    if policy.sync_at_close not in SYNC_RULES:
-        raise UsageError(f"{where}: policy.sync_at_close must be one of {', '.join(SYNC_RULES)}")
-    if policy.event_floor not in EVENT_FLOORS:
-        raise UsageError(f"{where}: policy.event_floor must be one of {', '.join(EVENT_FLOORS)}")
-    if policy.event_floor == "subtract" and clock != "device":
-        raise UsageError(f"{where}: policy.event_floor applies only to the device clock")
-    if policy.hold_stream and clock != "device":
-        raise UsageError(f"{where}: policy.hold_stream applies only to the device clock")
-    if policy.saturated:
-        if clock != "device" or list(stages) != ["compute"]:
-            raise UsageError(f"{where}: policy.saturated needs clock = \"device\" and stages = "
-                             "[\"compute\"] (only compute can be re-run back to back)")
-        if policy.fresh_request:
-            raise UsageError(f"{where}: policy.saturated re-runs one request's inputs; declare "
-                             "policy.fresh_request = false")
-        if policy.event_floor != "keep":
-            raise UsageError(f"{where}: policy.saturated keeps the event floor (one pair per batch, "
-                             "divided by the batch size); declare event_floor = \"keep\"")
-        if policy.hold_stream or policy.sync_at_close != "none" or policy.state != "warm":
-            raise UsageError(f"{where}: policy.saturated keeps the device busy: it needs "
-                             "hold_stream = false, sync_at_close = \"none\" and state = \"warm\"")
-    return policy
-
-#: Shape limits a TOML document must keep before it is parsed (``tomllib`` spends time and
-#: memory quadratic in a dotted key's parts, and recurses on nesting): arrays and inline
-#: tables nested at most this deep, a dotted key of at most this many parts, at most this
-#: many keys (``key = value`` pairs and ``[table]`` or ``[[array of tables]]`` headers, whose
-#: dotted parts are bounded as a key's) and this many array elements.
-MAX_TOML_NESTING = 16
-MAX_TOML_KEY_PARTS = 16
-MAX_TOML_KEYS = 1_000
-MAX_TOML_VALUES = 10_000
-
-_TOML_TOKEN = re.compile(r"""\"\"\"|'''|["'#\[\]{}=,.\n]""")
-_TOML_STRING_END = {'"': re.compile(r'(?:[^"\\\n]|\\.)*"'), "'": re.compile(r"[^'\n]*'"),
-                    '"""': re.compile(r'(?:[^"\\]|\\.|"(?!""))*"""(?:"{0,2})', re.S),
-                    "'''": re.compile(r"(?:[^']|'(?!''))*'''(?:'{0,2})", re.S)}
-
-
-def _toml_limit(kind: str, n: int, where: str) -> UsageError:
-    return UsageError(f"{where}: {kind} over the limit of {n}")
-
-
-def check_toml_shape(text: str, where: str) -> None:
-    """Refuse (one-line UsageError) a TOML document over the shape limits, in one linear scan
-    that skips strings and comments; what passes is left to the parser to judge."""
-    depth = keys = values = parts = 0
-    at = 0
-    line_start = True  # no token yet on this line: a ``[`` here at depth 0 opens a table header
-    while (m := _TOML_TOKEN.search(text, at)) is not None:
-        tok, at = m.group(), m.end()
-        header = tok == "[" and depth == 0 and line_start
-        line_start = tok == "\n"
-        if header:
-            keys += 1
-            if keys > MAX_TOML_KEYS:
-                raise _toml_limit("keys", MAX_TOML_KEYS, where)
-        if tok in _TOML_STRING_END:
-            end = _TOML_STRING_END[tok].match(text, at)
-            if end is None:
-                return  # an unterminated string: the parser says so
-            at = end.end()
-            continue  # a quoted key is one part of a dotted key
-        if tok == "#":
-            nl = text.find("\n", at)
-            at = len(text) if nl < 0 else nl
-            continue
-        if tok == ".":
-            parts += 1
-            if parts >= MAX_TOML_KEY_PARTS:
-                raise _toml_limit("a dotted key with parts", MAX_TOML_KEY_PARTS, where)
-            continue
-        elif tok in "[{":
-            depth += 1
-            if depth > MAX_TOML_NESTING:
-                raise _toml_limit("arrays or tables nested levels", MAX_TOML_NESTING, where)
-        elif tok in "]}":
-            depth = max(0, depth - 1)
-        elif tok == "=":
-            keys += 1
-            if keys > MAX_TOML_KEYS:
-                raise _toml_limit("keys", MAX_TOML_KEYS, where)
-        elif tok == ",":
-            values += 1
-            if values > MAX_TOML_VALUES:
-                raise _toml_limit("values", MAX_TOML_VALUES, where)
-        parts = 0
+    declared: ContractDeclaration = decode(ContractDeclaration, data, where, "contract")
+    return declared.contract(source)
 
 
 def parse_contract_toml(text: str, where: str) -> Contract:

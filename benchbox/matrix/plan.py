@@ -12,12 +12,14 @@ import hashlib
 import itertools
 import json
 import tomllib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from benchbox.contracts.model import check_toml_shape
+from benchbox.contracts.shape import check_toml_shape
 from benchbox.errors import UsageError, did_you_mean
+from benchbox.typed import Declared, Range, decode, spec
 
 #: axis → the value used when the plan does not name the axis
 AXES: dict[str, tuple[str, ...]] = {
@@ -33,13 +35,7 @@ AXES: dict[str, tuple[str, ...]] = {
 TOGETHER_AXES = ("runner", "contract")
 DTYPES = ("float32", "float16", "bfloat16")
 DEVICES = ("cpu", "cuda")
-_TOP_KEYS = {"name", "description", "task", "axes", "exclude", "together", "run", "runner_options",
-             "resources", "ray"}
-_RUN_KEYS = {"cases": list, "samples": int, "warmup": int, "target_ci": (int, float),
-             "max_samples": int, "max_time": (int, float), "threads": int, "baseline": str,
-             "task_options": dict, "gates": dict}
-_RESOURCE_KEYS = {"cpus": int, "timeout_s": (int, float), "pin_cpus": bool}
-#: runner options that are lists or tables, and the ``benchbox run`` flag each maps to
+#: runner options that are lists or tables
 _STRUCTURED_OPTIONS = {("torch-compile", "aten_fallbacks"): list,
                        ("torch-compile", "inductor_options"): dict}
 MAX_CELLS = 10_000
@@ -134,53 +130,6 @@ def _fail(where: str, msg: str) -> UsageError:
     return UsageError(f"{where}: {msg}")
 
 
-def _kind_name(kind: type | tuple[type, ...]) -> str:
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    names = {list: "a list", dict: "a table", int: "an integer", float: "a number", str: "a string",
-             bool: "true or false"}
-    return " or ".join(dict.fromkeys(names[k] for k in kinds))
-
-
-def _is(value: Any, kind: type | tuple[type, ...]) -> bool:
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    if isinstance(value, bool):
-        return bool in kinds
-    return isinstance(value, kinds)
-
-
-def _check_keys(table: dict[str, Any], allowed: dict[str, Any] | set[str], where: str) -> None:
-    unknown = sorted(set(table) - set(allowed))
-    if unknown:
-        raise _fail(where, f"unknown key '{unknown[0]}' (keys: {', '.join(sorted(allowed))})")
-
-
-def _check_types(table: dict[str, Any], kinds: dict[str, Any], where: str) -> None:
-    _check_keys(table, kinds, where)
-    for key, kind in kinds.items():
-        if key in table and not _is(table[key], kind):
-            raise _fail(where, f"'{key}' must be {_kind_name(kind)}, got {table[key]!r:.60}")
-
-
-def _str_list(value: Any, where: str, allow_empty: bool = False) -> tuple[str, ...]:
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise _fail(where, "must be a list of non-empty strings")
-    if not value and not allow_empty:
-        raise _fail(where, "must not be empty")
-    if len(set(value)) != len(value):
-        dup = next(v for v in value if value.count(v) > 1)
-        raise _fail(where, f"'{dup}' is listed twice")
-    return tuple(value)
-
-
-def _scalars(table: dict[str, Any], where: str) -> dict[str, Scalar]:
-    for k, v in table.items():
-        if not _is(v, (str, int, float, bool)):
-            raise _fail(where, f"'{k}' must be a string, number or boolean, got {type(v).__name__}")
-    return dict(table)
-
-
 def load_plan(path: str | Path) -> Plan:
     """Read, validate and expand a plan file; UsageError with one line on any problem."""
     p = Path(path)
@@ -229,157 +178,220 @@ def _contracts(names: tuple[str, ...], base: Path, where: str) -> dict[str, Cont
     return out
 
 
-def _header(data: dict[str, Any], where: str, name: str) -> tuple[str, str]:
-    plan_name = data.get("name", name)
-    if not isinstance(plan_name, str) or not plan_name.strip():
-        raise _fail(where, "'name' must be a non-empty string")
-    description = data.get("description", "")
-    if not isinstance(description, str):
-        raise _fail(where, "'description' must be a string")
-    return plan_name.strip(), description
+# -- the declaration, as typed records (decoded by benchbox.typed) --------------------------
+
+#: one name, or a list of them
+Names = tuple[str, ...] | str
 
 
-def _axes(data: dict[str, Any], where: str) -> dict[str, tuple[str, ...]]:
+def _names(value: Names | None) -> tuple[str, ...]:
+    return (value,) if isinstance(value, str) else tuple(value or ())
+
+
+def _names_problem(value: Names | None, at: str, allow_empty: bool = False) -> str | None:
+    names = _names(value)
+    if not all(names):
+        return f"{at}: must be a list of non-empty strings"
+    if not names and not allow_empty:
+        return f"{at}: must not be empty"
+    twice = [v for v in names if names.count(v) > 1]
+    return f"{at}: '{twice[0]}' is listed twice" if twice else None
+
+
+def _scalars_problem(table: Mapping[str, Any], at: str) -> str | None:
+    odd = [k for k, v in table.items() if not isinstance(v, (str, int, float, bool))]
+    return f"{at}: '{odd[0]}' must be a string, number or boolean, got {type(table[odd[0]]).__name__}" \
+        if odd else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class AxesDeclaration(Declared):
+    """``[axes]``: the values of each axis (one name or a list); an axis left out takes its default."""
+
+    task: Names | None = spec()
+    size: Names | None = spec()
+    dtype: Names | None = spec()
+    runner: Names | None = spec()
+    contract: Names | None = spec()
+    device: Names | None = spec()
+    case: Names | None = spec()
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExcludeDeclaration(AxesDeclaration):
+    """One ``[[exclude]]`` table: the cells whose coordinates all match are left out."""
+
+    def check(self, raw: Mapping[str, Any], fail: Callable[[str], None]) -> None:
+        if not raw:
+            fail("an [[exclude]] table names axis = value(s)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunDeclaration(Declared):
+    """``[run]``: fixed cases, sampling, threads, task options, gates, baseline."""
+
+    cases: tuple[str, ...] | None = spec()
+    samples: Annotated[int, Range(1)] = spec(default=400)
+    warmup: Annotated[int, Range(0)] = spec(default=5)
+    target_ci: float | None = spec()
+    max_samples: Annotated[int, Range(1)] = spec(default=10_000)
+    max_time: float = spec(default=60.0)
+    threads: Annotated[int, Range(1)] | None = spec()
+    baseline: str | None = spec()
+    task_options: dict[str, Any] = spec(default_factory=dict)
+    gates: dict[str, float] = spec(default_factory=dict)
+
+    def check(self, raw: Mapping[str, Any], fail: Callable[[str], None]) -> None:
+        if self.target_ci is not None and not 0 < self.target_ci < 100:
+            fail("target_ci is a percentage between 0 and 100")
+        if self.max_time <= 0:
+            fail("max_time must be > 0 seconds")
+        problem = _scalars_problem(self.task_options, "task_options")
+        if problem is None and self.cases is not None:
+            problem = _names_problem(self.cases, "cases")
+        if problem is not None:
+            fail(problem)
+
+    def sampling(self) -> dict[str, Any]:
+        return {"samples": self.samples, "warmup": self.warmup, "target_ci": self.target_ci,
+                "max_samples": self.max_samples, "max_time": self.max_time}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResourcesDeclaration(Declared):
+    """``[resources]``: what one cell may use."""
+
+    cpus: Annotated[int, Range(1)] = spec(default=1)
+    timeout_s: float = spec(default=3600)
+    pin_cpus: bool = spec(default=True)
+
+    def check(self, raw: Mapping[str, Any], fail: Callable[[str], None]) -> None:
+        if self.timeout_s <= 0:
+            fail("timeout_s must be > 0")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RayDeclaration(Declared):
+    """``[ray]``: what a Ray cluster is told."""
+
+    runtime_env: dict[str, Any] = spec(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanDeclaration(Declared):
+    """A PLAN.toml document (see docs/matrix.md)."""
+
+    name: str | None = spec()
+    description: str = spec(default="")
+    task: str | None = spec()
+    axes: AxesDeclaration = spec(default_factory=AxesDeclaration)
+    together: Names = spec(default=())
+    run: RunDeclaration = spec(default_factory=RunDeclaration)
+    resources: ResourcesDeclaration = spec(default_factory=ResourcesDeclaration)
+    runner_options: dict[str, dict[str, Any]] = spec(default_factory=dict)
+    ray: RayDeclaration = spec(default_factory=RayDeclaration)
+    exclude: tuple[ExcludeDeclaration, ...] = spec(default=())
+
+    def axis_values(self) -> dict[str, tuple[str, ...]]:
+        """Each axis's values: as declared (``task`` may stand for axes.task), else its default."""
+        given = {a: getattr(self.axes, a) for a in AXES if getattr(self.axes, a) is not None}
+        if self.task is not None:
+            given["task"] = self.task
+        return {a: _names(given[a]) if a in given else default for a, default in AXES.items()}
+
+    def check(self, raw: Mapping[str, Any], fail: Callable[[str], None]) -> None:
+        for rule in (_header_problem, _axes_problem, _run_problem, _options_problem, _exclude_problem):
+            problem = rule(self)
+            if problem is not None:
+                fail(problem)
+
+
+def _header_problem(plan: PlanDeclaration) -> str | None:
+    if plan.name is not None and not plan.name.strip():
+        return "'name' must be a non-empty string"
+    if plan.task is not None and plan.axes.task is not None:
+        return "give the task either as 'task' or as axes.task, not both"
+    if plan.task == "":
+        return "'task' must be a task name or package.module:factory"
+    return None
+
+
+def _axes_problem(plan: PlanDeclaration) -> str | None:
     from benchbox.runners import RUNNERS
 
-    axes_in = data.get("axes", {})
-    if not isinstance(axes_in, dict):
-        raise _fail(where, "[axes] must be a table")
-    _check_keys(axes_in, AXES, f"{where}: [axes]")
-    if "task" in data:
-        if "task" in axes_in:
-            raise _fail(where, "give the task either as 'task' or as axes.task, not both")
-        if not isinstance(data["task"], str) or not data["task"]:
-            raise _fail(where, "'task' must be a task name or package.module:factory")
-        axes_in = {**axes_in, "task": [data["task"]]}
-    axes: dict[str, tuple[str, ...]] = {}
-    for axis, default in AXES.items():
-        axes[axis] = _str_list(axes_in[axis], f"{where}: axes.{axis}") if axis in axes_in else default
+    for axis in AXES:
+        value = getattr(plan.axes, axis)
+        problem = _names_problem(value, f"axes.{axis}") if value is not None else None
+        if problem is not None:
+            return problem
+    axes = plan.axis_values()
     for r in axes["runner"]:
         if r not in RUNNERS:
-            raise _fail(where, f"axes.runner: unknown runner '{r}' ({did_you_mean(r, RUNNERS)}"
-                                f"runners: {', '.join(RUNNERS)})")
+            return (f"axes.runner: unknown runner '{r}' ({did_you_mean(r, RUNNERS)}"
+                    f"runners: {', '.join(RUNNERS)})")
     for d in axes["dtype"]:
         if d not in DTYPES:
-            raise _fail(where, f"axes.dtype: unknown dtype '{d}' ({', '.join(DTYPES)})")
+            return f"axes.dtype: unknown dtype '{d}' ({', '.join(DTYPES)})"
     for d in axes["device"]:
         if d not in DEVICES:
-            raise _fail(where, f"axes.device: '{d}' is not cpu or cuda (a cuda cell gets one whole GPU; "
-                               "the executor picks which)")
-    return axes
+            return (f"axes.device: '{d}' is not cpu or cuda (a cuda cell gets one whole GPU; "
+                    "the executor picks which)")
+    problem = _names_problem(plan.together, "together", allow_empty=True)
+    odd = [t for t in _names(plan.together) if t not in TOGETHER_AXES]
+    if problem is None and odd:
+        problem = f"together: '{odd[0]}' cannot share a run (only {', '.join(TOGETHER_AXES)})"
+    return problem
 
 
-def _together(data: dict[str, Any], where: str) -> tuple[str, ...]:
-    together = _str_list(data.get("together", []), f"{where}: together", allow_empty=True)
-    for t in together:
-        if t not in TOGETHER_AXES:
-            raise _fail(where, f"together: '{t}' cannot share a run (only {', '.join(TOGETHER_AXES)})")
-    return together
+def _run_problem(plan: PlanDeclaration) -> str | None:
+    run = plan.run
+    if run.cases is not None and plan.axes.case is not None:
+        return "give cases either as run.cases or as axes.case, not both"
+    if run.baseline is not None:
+        if "runner" not in _names(plan.together):
+            return "run.baseline needs together = [\"runner\"] (runners compared in one run)"
+        if run.baseline not in plan.axis_values()["runner"]:
+            return f"run.baseline '{run.baseline}' is not in axes.runner"
+    return None
 
 
-def _table(data: dict[str, Any], key: str, where: str, what: str = "a table") -> dict[str, Any]:
-    value = data.get(key, {})
-    if not isinstance(value, dict):
-        raise _fail(where, f"[{key}] must be {what}")
-    return value
-
-
-def _sampling(run: dict[str, Any], where: str) -> dict[str, Any]:
-    sampling: dict[str, Any] = {"samples": run.get("samples", 400), "warmup": run.get("warmup", 5),
-                                "target_ci": run.get("target_ci"),
-                                "max_samples": run.get("max_samples", 10_000),
-                                "max_time": run.get("max_time", 60.0)}
-    if sampling["samples"] < 1 or sampling["warmup"] < 0 or sampling["max_samples"] < 1:
-        raise _fail(where, "run.samples and run.max_samples must be ≥ 1, run.warmup ≥ 0")
-    if sampling["target_ci"] is not None and not 0 < sampling["target_ci"] < 100:
-        raise _fail(where, "run.target_ci is a percentage between 0 and 100")
-    if sampling["max_time"] <= 0:
-        raise _fail(where, "run.max_time must be > 0 seconds")
-    return sampling
-
-
-def _run_section(data: dict[str, Any], where: str, axes: dict[str, tuple[str, ...]],
-                 together: tuple[str, ...]) -> dict[str, Any]:
-    """[run]: fixed cases, sampling, task options, gates, baseline (threads: see _resources)."""
-    run = _table(data, "run", where)
-    _check_types(run, _RUN_KEYS, f"{where}: [run]")
-    if "cases" in run and axes["case"]:
-        raise _fail(where, "give cases either as run.cases or as axes.case, not both")
-    gates = run.get("gates", {})
-    for g, v in gates.items():
-        if not _is(v, (int, float)):
-            raise _fail(where, f"run.gates.{g} must be a number")
-    baseline = run.get("baseline")
-    if baseline is not None:
-        if "runner" not in together:
-            raise _fail(where, "run.baseline needs together = [\"runner\"] (runners compared in one run)")
-        if baseline not in axes["runner"]:
-            raise _fail(where, f"run.baseline '{baseline}' is not in axes.runner")
-    return {"run": run, "baseline": baseline, "gates": dict(gates), "sampling": _sampling(run, where),
-            "fixed_cases": _str_list(run["cases"], f"{where}: run.cases") if "cases" in run else (),
-            "task_options": _scalars(run.get("task_options", {}), f"{where}: run.task_options")}
-
-
-def _resources(data: dict[str, Any], run: dict[str, Any], where: str) -> dict[str, Any]:
-    res = _table(data, "resources", where)
-    _check_types(res, _RESOURCE_KEYS, f"{where}: [resources]")
-    cpus = res.get("cpus", 1)
-    timeout_s = float(res.get("timeout_s", 3600))
-    if cpus < 1 or timeout_s <= 0:
-        raise _fail(where, "resources.cpus must be ≥ 1 and resources.timeout_s > 0")
-    threads = run.get("threads", cpus)
-    if threads < 1:
-        raise _fail(where, "run.threads must be ≥ 1")
-    return {"cpus": cpus, "timeout_s": timeout_s, "threads": threads, "pin_cpus": res.get("pin_cpus", True)}
-
-
-def _runner_options(data: dict[str, Any], where: str, runners: tuple[str, ...]) -> dict[str, dict[str, Any]]:
-    ropts_in = _table(data, "runner_options", where, "a table of tables, one per runner")
-    runner_options: dict[str, dict[str, Any]] = {}
-    for r, opts in ropts_in.items():
-        at = f"{where}: runner_options.{r}"
+def _options_problem(plan: PlanDeclaration) -> str | None:
+    runners = plan.axis_values()["runner"]
+    for r, opts in plan.runner_options.items():
+        at = f"runner_options.{r}"
         if r not in runners:
-            raise _fail(at, f"'{r}' is not in axes.runner ({', '.join(runners)})")
-        if not isinstance(opts, dict):
-            raise _fail(at, "must be a table")
+            return f"{at}: '{r}' is not in axes.runner ({', '.join(runners)})"
         for k, v in opts.items():
             kind = _STRUCTURED_OPTIONS.get((r, k))
             if kind is list:
-                _str_list(v, f"{at}.{k}", allow_empty=True)
+                problem = _names_problem(v, f"{at}.{k}", allow_empty=True) if isinstance(v, list) \
+                    else f"{at}.{k}: must be a list of non-empty strings"
             elif kind is dict:
-                if not isinstance(v, dict):
-                    raise _fail(at, f"'{k}' must be a table")
-                _scalars(v, f"{at}.{k}")
-            elif not _is(v, (str, int, float, bool)):
-                raise _fail(at, f"'{k}' must be a string, number or boolean")
-        runner_options[r] = dict(opts)
-    return runner_options
+                problem = _scalars_problem(v, f"{at}.{k}") if isinstance(v, dict) \
+                    else f"{at}: '{k}' must be a table"
+            else:
+                problem = _scalars_problem({k: v}, at)
+            if problem is not None:
+                return problem
+    return None
 
 
-def _ray(data: dict[str, Any], where: str) -> dict[str, Any]:
-    ray = _table(data, "ray", where)
-    _check_keys(ray, {"runtime_env"}, f"{where}: [ray]")
-    if not isinstance(ray.get("runtime_env", {}), dict):
-        raise _fail(where, "ray.runtime_env must be a table")
-    return dict(ray)
-
-
-def _excludes(data: dict[str, Any], where: str, axes: dict[str, tuple[str, ...]],
-              together: tuple[str, ...]) -> list[dict[str, Any]]:
-    excludes = data.get("exclude", [])
-    if not isinstance(excludes, list) or not all(isinstance(e, dict) and e for e in excludes):
-        raise _fail(where, "exclude must be [[exclude]] tables, each naming axis = value(s)")
-    for i, e in enumerate(excludes):
-        _check_keys(e, AXES, f"{where}: exclude[{i}]")
-        for axis, v in e.items():
+def _exclude_problem(plan: PlanDeclaration) -> str | None:
+    together, axes = _names(plan.together), plan.axis_values()
+    for i, e in enumerate(plan.exclude):
+        for axis in AXES:
+            value = getattr(e, axis)
+            if value is None:
+                continue
             if axis in together:
-                raise _fail(where, f"exclude[{i}]: axis '{axis}' is measured together, so it cannot "
-                                   "be excluded per value")
-            vals = _str_list(v, f"{where}: exclude[{i}].{axis}")
-            unknown = [x for x in vals if x not in axes[axis]]
-            if unknown:
-                raise _fail(where, f"exclude[{i}].{axis}: '{unknown[0]}' is not in axes.{axis}")
-    return excludes
+                return f"exclude[{i}]: axis '{axis}' is measured together, so it cannot be excluded per value"
+            problem = _names_problem(value, f"exclude[{i}].{axis}")
+            unknown = [x for x in _names(value) if x not in axes[axis]]
+            if problem is None and unknown:
+                problem = f"exclude[{i}].{axis}: '{unknown[0]}' is not in axes.{axis}"
+            if problem is not None:
+                return problem
+    return None
 
 
 def _coords(axes: dict[str, tuple[str, ...]], together: tuple[str, ...], fixed_cases: tuple[str, ...],
@@ -405,23 +417,17 @@ def _coords(axes: dict[str, tuple[str, ...]], together: tuple[str, ...], fixed_c
 def parse_plan(data: dict[str, Any], where: str = "plan", base: Path = Path("."), name: str = "plan",
                sha256: str = "", path: Path = Path("plan.toml")) -> Plan:
     """Validate a parsed plan and expand it into cells (see docs/matrix.md for the format)."""
-    _check_keys(data, _TOP_KEYS, where)
-    plan_name, description = _header(data, where, name)
-    axes = _axes(data, where)
+    plan: PlanDeclaration = decode(PlanDeclaration, data, where, "plan")
+    axes = plan.axis_values()
     contracts = _contracts(axes["contract"], base, f"{where}: axes.contract")
-    together = _together(data, where)
-    run = _run_section(data, where, axes, together)
-    res = _resources(data, run["run"], where)
-    runner_options = _runner_options(data, where, axes["runner"])
-    ray = _ray(data, where)
-    excludes = _excludes(data, where, axes, together)
-    coords = _coords(axes, together, run["fixed_cases"], where)
+    together, run, res = _names(plan.together), plan.run, plan.resources
+    coords = _coords(axes, together, _names(run.cases), where)
+    excludes = [{a: _names(getattr(e, a)) for a in AXES if getattr(e, a) is not None} for e in plan.exclude]
     used = [0] * len(excludes)
     cells: list[Cell] = []
     for combo in itertools.product(*coords.values()):
         point = dict(zip(AXES, combo))
-        hits = [i for i, e in enumerate(excludes)
-                if all(point[a][0] in _str_list(v, "") for a, v in e.items())]
+        hits = [i for i, e in enumerate(excludes) if all(point[a][0] in v for a, v in e.items())]
         for i in hits:
             used[i] += 1
         if hits:
@@ -430,14 +436,14 @@ def parse_plan(data: dict[str, Any], where: str = "plan", base: Path = Path(".")
             task=point["task"][0], size=point["size"][0], dtype=point["dtype"][0],
             device=point["device"][0], runners=point["runner"],
             contracts=tuple(contracts[c] for c in point["contract"]), cases=point["case"],
-            sampling=run["sampling"], threads=res["threads"], cpus=res["cpus"], pin_cpus=res["pin_cpus"],
-            timeout_s=res["timeout_s"], baseline=run["baseline"], task_options=run["task_options"],
-            runner_options={r: runner_options[r] for r in point["runner"] if r in runner_options},
-            gates=dict(run["gates"])))
+            sampling=run.sampling(), threads=run.threads if run.threads is not None else res.cpus,
+            cpus=res.cpus, pin_cpus=res.pin_cpus, timeout_s=float(res.timeout_s), baseline=run.baseline,
+            task_options=dict(run.task_options), gates=dict(run.gates),
+            runner_options={r: dict(o) for r, o in plan.runner_options.items() if r in point["runner"]}))
     for i, u in enumerate(used):
         if u == 0:
             raise _fail(where, f"exclude[{i}] matches no cell (a misspelt value?)")
     if not cells:
         raise _fail(where, "every cell is excluded: nothing to run")
-    return Plan(name=plan_name, path=path, sha256=sha256, cells=tuple(cells), ray=ray,
-                description=description)
+    return Plan(name=(plan.name or name).strip(), path=path, sha256=sha256, cells=tuple(cells),
+                ray=dict(data["ray"]) if "ray" in data else {}, description=plan.description)

@@ -4,8 +4,9 @@
 and where they were written); :class:`Interrupted` says a signal stopped it. Importing
 this package is cheap: the run sequence loads on first use.
 
-The package itself is callable: ``benchbox.run(...)`` is :func:`benchbox.api.run` (fields
-of RunConfig as keywords), whether or not this package was imported before.
+The package itself is callable: ``benchbox.run(...)`` runs :func:`benchbox.run.call.run`, as
+:func:`benchbox.api.run` does (fields of RunConfig as keywords), whether or not this package
+was imported before.
 """
 
 import inspect
@@ -13,7 +14,7 @@ import sys
 import types
 from typing import Any
 
-from benchbox.api import run as _api_run
+from benchbox.run.call import run as _call
 from benchbox.run.config import DEFAULT_RUNNERS, RunConfig
 from benchbox.run.factory import RunnerClasses, RunnerFactory
 
@@ -31,7 +32,15 @@ def __getattr__(name: str) -> Any:
         from benchbox.run import output
 
         return output.out_paths
-    if name in ("RunOutcome", "model_facts", "run"):
+    if name == "RunOutcome":
+        from benchbox.run import outcome
+
+        return outcome.RunOutcome
+    if name == "model_facts":
+        from benchbox.run import reference
+
+        return reference.model_facts
+    if name == "run":
         from benchbox.run import sequence
 
         return getattr(sequence, name)
@@ -39,14 +48,14 @@ def __getattr__(name: str) -> Any:
 
 
 class _CallableModule(types.ModuleType):
-    """``benchbox.run`` is this package once imported; calling it runs :func:`benchbox.api.run`,
+    """``benchbox.run`` is this package once imported; calling it runs :func:`benchbox.run.call.run`,
     whose signature it has (``inspect.signature``, ``help``)."""
 
-    __signature__ = inspect.signature(_api_run)
+    __signature__ = inspect.signature(_call)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return _api_run(*args, **kwargs)
+        return _call(*args, **kwargs)
 
 
-__doc__ = f"{__doc__}\nbenchbox.run{inspect.signature(_api_run)}\n\n{inspect.getdoc(_api_run)}\n"
+__doc__ = f"{__doc__}\nbenchbox.run{inspect.signature(_call)}\n\n{inspect.getdoc(_call)}\n"
 sys.modules[__name__].__class__ = _CallableModule

@@ -1,7 +1,8 @@
 """``benchbox run`` as a library call: the run sequence, top to bottom.
 
 validate → open receipts → calibrate → reference → for each runner: prepare, then for
-each case: validate (accuracy) → sample → record → finish.
+each case: validate (accuracy) → sample → record → finish. What is validated first (contracts,
+task, cases) is :mod:`benchbox.run.inputs`; the reference is :mod:`benchbox.run.reference`.
 
 Each runner is prepared (built, compiled) once and each case validated once; every
 contract then gets its own samples and its own receipt, written after each
@@ -13,15 +14,13 @@ which runners exist, checks their options and availability, and makes them and t
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchbox.contracts import Contract, load_contract
-from benchbox.errors import FieldError, UsageError, did_you_mean, error_line
+from benchbox.contracts import Contract
+from benchbox.errors import FieldError, UsageError, error_line
 from benchbox.harness import Harness, PhaseTimer
 from benchbox.harness.clocks import HostClock, host_clock
 from benchbox.harness.control import measure_control
@@ -29,51 +28,22 @@ from benchbox.harness.quiet import gc_paused, quieting
 from benchbox.harness.schedule import measured_before, sample, sampling_key
 from benchbox.receipts import build
 from benchbox.receipts.conditions import load_warning
-from benchbox.receipts.io import check_receipt_budget
-from benchbox.receipts.model import Calibration, Receipt, ResultRow
+from benchbox.receipts.model import Calibration, ResultRow
 from benchbox.run.capture import OutputLog
 from benchbox.run.config import RunConfig
 from benchbox.run.contain import contained, describe
 from benchbox.run.factory import REGISTERED, RunnerFactory
+from benchbox.run.inputs import run_contracts, run_task
 from benchbox.run.interrupt import Stop
 from benchbox.run.limits import TimeLimit
+from benchbox.run.outcome import RunOutcome
 from benchbox.run.output import Output, log_path
 from benchbox.run.progress import LineReporter, Reporter, RunPlan, passes
+from benchbox.run.reference import Reference
 from benchbox.runners import Runner
-from benchbox.tasks import CallTrace, Case, Task, check_task_metadata, load_task
+from benchbox.tasks import CallTrace, Case, Task
 
 Progress = Callable[[str], None]
-
-
-@dataclass
-class RunOutcome:
-    """The receipt and where it was written (the first contract's), and those of the others."""
-
-    path: Path
-    receipt: Receipt
-    others: list[RunOutcome] = field(default_factory=list)
-    #: a write failed: what happened and where the receipts went instead (None: written at ``path``)
-    problem: str | None = None
-    #: False when no write succeeded after the failure: the results exist only in ``receipt``
-    saved: bool = True
-
-    @property
-    def all(self) -> list[RunOutcome]:
-        return [self, *self.others]
-
-    @property
-    def ok(self) -> bool:
-        return all(r.status == "valid" for o in self.all for r in o.receipt.results)
-
-
-def model_facts(model: Any) -> dict[str, Any]:
-    """Parameter count and a hash of the weights."""
-    h = hashlib.sha256()
-    for name, t in sorted(model.state_dict().items()):
-        h.update(name.encode())
-        h.update(t.detach().float().cpu().contiguous().numpy().tobytes())
-    n = sum(p.numel() for p in model.parameters())
-    return {"parameters": int(n), "model_sha256": h.hexdigest()}
 
 
 def run(cfg: RunConfig, progress: Progress = lambda s: None, *, reporter: Reporter | None = None,
@@ -146,12 +116,12 @@ class _Run:
     def execute(self) -> RunOutcome:
         cfg = self.cfg
         cfg.validate(self.runner_factory)
-        self.contracts = self._contracts()
+        self.contracts = run_contracts(cfg, self.points)
         if cfg.in_workers:
             return self._in_fresh_processes()
         self.output = Output.claim(cfg.out, [c.name for c in self.contracts], cfg.overwrite,
                                    paths=[p for _, p in self.points] if self.points is not None else None)
-        self.task, self.cases = self._task()
+        self.task, self.cases = run_task(cfg, self.stop, self.given_task)
         self.policy = cfg.sampling()
         self.baseline = cfg.chosen_baseline
 
@@ -197,82 +167,6 @@ class _Run:
         return RunPlan(runners=tuple(self.cfg.runners), cases=tuple(c.name for c in self.cases),
                        samples_per_case=p.limit * n, adaptive=p.adaptive,
                        max_time_s=p.max_time_s if p.adaptive else None, passes=n)
-
-    # -- validate ---------------------------------------------------------------------------
-    def _contracts(self) -> list[Contract]:
-        if self.points is not None:
-            return self._check_contracts([c for c, _ in self.points])
-        contracts = [load_contract(c) for c in self.cfg.contract_names]
-        overrides = self.cfg.arrival_overrides
-        if overrides:
-            if list(overrides) == ["idle"] and not any(c.arrival.paced for c in contracts):
-                raise FieldError("idle", "an idle mode needs paced arrivals: a gap, a rate, or a paced "
-                                         "contract")
-            contracts = [c.with_arrival(**overrides) if c.arrival.paced or set(overrides) != {"idle"} else c
-                         for c in contracts]
-        if len({c.name for c in contracts}) != len(contracts):
-            raise FieldError("contracts", "a contract is named twice")
-        return self._check_contracts(contracts)
-
-    def _check_contracts(self, contracts: list[Contract]) -> list[Contract]:
-        if not contracts:
-            raise FieldError("contracts", "no contract to measure")
-        rateless = [c.name for c in contracts if c.arrival.open_loop and c.arrival.rate_per_s <= 0]
-        if rateless:
-            raise FieldError("rate_per_s", f"contract {rateless[0]} has Poisson arrivals at a rate given at "
-                                           "run time: give one")
-        if len({c.policy.cuda_graphs for c in contracts}) > 1:
-            raise FieldError("contracts", "contracts in one run must agree on policy.cuda_graphs "
-                                          "(the runners are prepared once for all of them)")
-        unsupported = [c.name for c in contracts if c.policy.state != "warm"
-                       or not (c.policy.fresh_request or c.policy.saturated)]
-        if unsupported:
-            raise FieldError("contracts", f"contract {unsupported[0]}: the harness measures warm calls from "
-                                          "fresh request bytes only (policy.state = \"warm\", "
-                                          "policy.fresh_request = true), or one request re-run back to back "
-                                          "under policy.saturated = true")
-        return contracts
-
-    def _task(self) -> tuple[Task, list[Case]]:
-        try:
-            with self.stop.preparing():  # task code that hangs while it loads: a signal stops at once
-                return self._load_task()
-        except BaseException as e:
-            self.stop.check()  # a signal while loading may come back as the task's own error
-            if not contained(e):
-                raise
-            raise FieldError("task", f"{self.cfg.task}: loading the task ended in {describe(e)}") from None
-
-    def _load_task(self) -> tuple[Task, list[Case]]:
-        cfg = self.cfg
-        task = self.given_task or load_task(cfg.task, size=cfg.size, dtype=cfg.dtype,
-                                            options=dict(cfg.task_options), gate_overrides=dict(cfg.gates))
-        cases = task.cases()
-        if not isinstance(cases, list) or not cases or not all(isinstance(c, Case) for c in cases):
-            raise FieldError("task", f"{cfg.task}: cases() must return a non-empty list of "
-                                     "benchbox.tasks.Case")
-        check_task_metadata(task, cases, cfg.task)
-        for case in cases:
-            try:
-                task.parse(case.request)
-            except Exception as e:  # a task's parse may fail in any way on a bad request
-                raise UsageError(f"case {case.name}: invalid request for task {task.name}: "
-                                 f"{error_line(e)}") from None
-        if cfg.cases:
-            names = [c.name for c in cases]
-            unknown = [c for c in cfg.cases if c not in names]
-            if unknown:
-                raise FieldError("cases", f"unknown case '{unknown[0]}' for task {task.name} "
-                                          f"({did_you_mean(unknown[0], names)}cases: {', '.join(names)})")
-            cases = [c for c in cases if c.name in cfg.cases]
-        policy = cfg.sampling()
-        check_receipt_budget(len(cfg.runners) * len(cases), policy.limit,
-                             "max_samples" if policy.adaptive else "samples")
-        unknown_gates = sorted(set(cfg.gates) - set(task.default_gates()))
-        if unknown_gates:
-            raise FieldError("gates", f"{unknown_gates[0]!r}: task {task.name} has the gates "
-                                      f"{', '.join(sorted(task.default_gates()))}")
-        return task, cases
 
     # -- open receipts ----------------------------------------------------------------------
     def _open_receipts(self) -> Output:
@@ -331,33 +225,15 @@ class _Run:
         """The float32 eager reference, computed once per case on the CPU, outside any timing."""
         self.reporter.phase("reference")
         with self.stop.preparing(), self.log.capture("reference"):  # no sample in progress: stop at once
-            return self._reference_calls()
+            harness = Harness(self.contracts[0], self.clock)
+            ref = Reference.of(self.task, self.cases, self.runner_factory, harness, self.limit, self.progress,
+                               self._record_model_facts)
+        self.example, self.reference_failures = ref.example, ref.failures
+        return ref.calls
 
-    def _reference_calls(self) -> dict[str, CallTrace]:
-        task = self.task
-        ref_task = dataclasses.replace(task, dtype="float32") if task.dtype != "float32" else task
-        ref_model = ref_task.build_model()
-        facts = model_facts(ref_model)
-        self.receipts.update(lambda i, r: dataclasses.replace(
-            r, task=dataclasses.replace(r.task, **facts)))
-        ref_runner = self.runner_factory.reference()
-        harness = Harness(self.contracts[0], self.clock)
-        self.example = task.preprocess(task.parse(self.cases[0].request))
-        ref_runner.prepare(ref_task, ref_model, self.example, PhaseTimer(self.clock))
-        references: dict[str, CallTrace] = {}
-        self.reference_failures: dict[str, str] = {}
-        for case in self.cases:
-            try:
-                with self.limit.guard(f"reference × {case.name}"):
-                    references[case.name] = harness.call(ref_task, ref_runner, case.request)
-            except ValueError as e:
-                raise UsageError(f"case {case.name}: invalid request for task {task.name}: {e}") from None
-            except BaseException as e:  # sys.exit or a BaseException: this case's rows fail
-                if not contained(e):
-                    raise
-                self.reference_failures[case.name] = f"reference call failed: {describe(e)}"
-                self.progress(f"{case.name}: {self.reference_failures[case.name]}")
-        return references
+    def _record_model_facts(self, facts: dict[str, Any]) -> None:
+        self.receipts.update(lambda i, r: dataclasses.replace(r, task=dataclasses.replace(r.task, **facts)))
+
 
     # -- for each runner: prepare, then each case ---------------------------------------------
     def _measure_runner(self, name: str) -> None:
@@ -559,11 +435,7 @@ class _Run:
             self.receipts.update(lambda _, r: build.with_process_facts(r, gpu=gpu))
         comparisons = [compare_runners(r, self.baseline) for r in self.receipts.receipts]
         self.receipts.finish(comparisons, environment)
-        out = self.receipts
-        first, *rest = [RunOutcome(p, r, problem=out.problem, saved=not out.in_memory)
-                        for p, r in zip(out.paths, out.receipts)]
-        first.others = rest
-        return first
+        return RunOutcome.of(self.receipts)
 
     # -- runners that cannot run ------------------------------------------------------------
     def _availability(self, name: str, opts: dict[str, Any]) -> str | None:

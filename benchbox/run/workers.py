@@ -20,7 +20,7 @@ joins its alternating runs; the diff's interval then carries the spread between 
 - Workers run in their own session (a terminal's Ctrl-C reaches this process, which passes
   it on), and die with this process: if it is killed (SIGKILL), the round's worker is sent
   SIGTERM and stops as a run stops, its receipt keeping what it measured, or is killed
-  :data:`~benchbox.run.worker.PARENT_GONE_GRACE_S` seconds later (:mod:`benchbox.run.worker`).
+  :data:`~benchbox.run.lifeline.PARENT_GONE_GRACE_S` seconds later (:mod:`benchbox.run.lifeline`).
   The rounds already finished are in ``OUT.rounds/``; ``benchbox combine`` joins them.
 """
 
@@ -41,6 +41,8 @@ from typing import TYPE_CHECKING, Any
 
 import benchbox
 from benchbox.errors import FieldError, UsageError
+from benchbox.run.lifeline import FD_VARIABLE, LIFELINE_VARIABLE, PARENT_VARIABLE
+from benchbox.run.outcome import RunOutcome
 from benchbox.run.output import Output, out_paths
 from benchbox.run.rounds import round_sizes
 
@@ -48,7 +50,6 @@ if TYPE_CHECKING:
     from benchbox.receipts.model import Receipt
     from benchbox.run.config import RunConfig
     from benchbox.run.progress import Reporter
-    from benchbox.run.sequence import RunOutcome
 
 
 def rounds_folder(first: Path) -> Path:
@@ -96,8 +97,6 @@ class _Forward:
 def _worker_env(fd: int, lifeline: int) -> dict[str, str]:
     """The environment of a worker: this one, with this benchbox first on the path, the progress
     pipe, and the lifeline and parent it dies with."""
-    from benchbox.run.worker import FD_VARIABLE, LIFELINE_VARIABLE, PARENT_VARIABLE
-
     env = dict(os.environ)
     home = str(Path(benchbox.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join([home, *filter(None, [env.get("PYTHONPATH")])])
@@ -244,7 +243,6 @@ def _joined(cfg: RunConfig, output: Output, folder: Path, rounds: list[list[Path
     """The rounds' receipts joined into the run's receipts (written), or the error that ended them
     (``ended_in``: the round that ended them)."""
     from benchbox.run.interrupt import Interrupted
-    from benchbox.run.sequence import RunOutcome
 
     if not rounds:
         if signum is not None:
@@ -259,9 +257,7 @@ def _joined(cfg: RunConfig, output: Output, folder: Path, rounds: list[list[Path
         output.finish([compare_runners(r, cfg.chosen_baseline) for r in output.receipts], None)
     else:
         output.update(lambda _, r: dataclasses.replace(r, complete=False))
-    first, *others = [RunOutcome(p, r, problem=output.problem, saved=not output.in_memory)
-                      for p, r in zip(output.paths, output.receipts)]
-    first.others = others
+    first = RunOutcome.of(output)
     if signum is not None:
         name = signal.Signals(signum).name
         output.mark_interrupted(name)

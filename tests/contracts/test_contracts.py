@@ -44,13 +44,13 @@ def test_hash_is_sha256_of_canonical_form_and_tracks_meaning() -> None:
     ({"stages": []}, "empty"),
     ({"stages": ["compute", "compute"]}, "repeats"),
     ({"clock": "device", "stages": ["d2h", "reduce"]}, "cannot time host stage(s) reduce"),
-    ({"clock": "sundial"}, "clock must be one of"),
-    ({"version": "1"}, "'version' must be int"),
+    ({"clock": "sundial"}, "clock: 'sundial' is not one of host, device"),
+    ({"version": "1"}, "version: is string, not an integer"),
     ({"policy": {"sync_at_close": "maybe"}}, "sync_at_close"),
     ({"policy": {"hold_stream": True}}, "hold_stream applies only to the device clock"),
     ({"policy": {"bogus": 1}}, "unknown policy field 'bogus'"),
     ({"policy": {"event_floor": "subtract"}}, "event_floor applies only to the device clock"),
-    ({"clock": "device", "policy": {"event_floor": "maybe"}}, "event_floor must be one of"),
+    ({"clock": "device", "policy": {"event_floor": "maybe"}}, "event_floor: 'maybe' is not one of keep"),
     ({"extra": 1}, "unknown field 'extra'"),
 ])
 def test_invalid_declarations_name_the_problem(patch: dict, needle: str) -> None:
@@ -64,7 +64,7 @@ def test_invalid_declarations_name_the_problem(patch: dict, needle: str) -> None
 def test_missing_field_is_refused(missing: str) -> None:
     d = dict(GOOD)
     del d[missing]
-    with pytest.raises(UsageError, match=f"missing field '{missing}'"):
+    with pytest.raises(UsageError, match=f"^contract: invalid contract: {missing}: is missing$"):
         contract_from_dict(d)
 
 
@@ -181,14 +181,14 @@ def test_run_time_arrivals_refuse_bad_values(kw: dict, needle: str) -> None:
 
 
 @pytest.mark.parametrize(("patch", "needle"), [
-    ({"policy": {"arrival": {"kind": "burst"}}}, "arrival.kind must be one of"),
+    ({"policy": {"arrival": {"kind": "burst"}}}, "policy.arrival.kind: 'burst' is not one of back_to_back"),
     ({"policy": {"arrival": {"kind": "gap"}}}, "gap_ms must be a positive"),
     ({"policy": {"arrival": {"kind": "gap", "gap_ms": 1, "seed": 2}}}, "seed does not apply"),
     ({"policy": {"arrival": {"kind": "poisson", "rate_per_s": -3}}}, "rate_per_s"),
-    ({"policy": {"arrival": {"kind": "poisson", "idle": "nap"}}}, "idle must be one of"),
-    ({"policy": {"arrival": {"kind": "poisson", "seed": True}}}, "seed must be"),
+    ({"policy": {"arrival": {"kind": "poisson", "idle": "nap"}}}, "policy.arrival.idle: 'nap' is not one of"),
+    ({"policy": {"arrival": {"kind": "poisson", "seed": True}}}, "policy.arrival.seed: is boolean, not an"),
     ({"policy": {"arrival": {"kind": "poisson", "when": 1}}}, "unknown policy.arrival field"),
-    ({"policy": {"arrival": "poisson"}}, "must be a table"),
+    ({"policy": {"arrival": "poisson"}}, "policy.arrival: is string, not an object"),
     ({"stages": ["queue"]}, "cannot be 'queue' alone"),
     ({"stages": ["queue", "preprocess"]}, "not contiguous"),
     ({"stages": ["parse", "queue"]}, "out of pipeline order"),
@@ -243,10 +243,32 @@ def test_toml_bombs_are_refused_by_the_prescan(kind: str, tmp_path: Path) -> Non
 
 
 def test_the_prescan_accepts_every_builtin_contract_and_strings_full_of_brackets() -> None:
-    from benchbox.contracts.model import check_toml_shape
+    from benchbox.contracts.shape import check_toml_shape
 
     for p in sorted(BUILTIN_CONTRACTS.glob("*.toml")):
         check_toml_shape(p.read_text(), p.name)
     text = 'name = "x"\ndescription = "' + "[{." * 5_000 + '"\n' + "# [[[[. . . .\n" + \
            "literal = '''" + "[[[..." * 1_000 + "'''\n"
     check_toml_shape(text, "strings")
+
+
+def test_the_declaration_is_one_typed_record_whose_schema_and_constants_agree() -> None:
+    """The contract declaration is decoded by benchbox.typed: its JSON Schema closes every table
+    and its enumerations are the module's constants (one declaration each, no second validator)."""
+    from benchbox.contracts import model
+    from benchbox.typed import json_schema
+
+    schema = json_schema(model.ContractDeclaration)
+    defs = schema["$defs"]
+    assert schema["additionalProperties"] is False
+    assert all(d["additionalProperties"] is False for d in defs.values())
+    assert tuple(schema["properties"]["clock"]["enum"]) == model.CLOCKS
+    policy = defs["PolicyDeclaration"]["properties"]
+    assert tuple(policy["state"]["enum"]) == model.STATES
+    assert tuple(policy["sync_at_close"]["enum"]) == model.SYNC_RULES
+    assert tuple(policy["event_floor"]["enum"]) == model.EVENT_FLOORS
+    arrival = defs["ArrivalDeclaration"]["properties"]
+    assert tuple(arrival["kind"]["enum"]) == model.ARRIVALS
+    assert tuple(arrival["idle"]["enum"]) == model.IDLE_MODES
+    assert set(model._ARRIVAL_FIELDS) == set(model.ARRIVALS)
+    assert not hasattr(model, "arrival_from_dict") and not hasattr(model, "_policy_from_dict")

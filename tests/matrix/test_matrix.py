@@ -127,16 +127,16 @@ def test_cell_identity_is_its_declared_configuration_and_revision(tmp_path: Path
 
 @pytest.mark.parametrize("text, fragment", [
     ("axes = [", "invalid TOML"),
-    ('colour = "red"', "unknown key 'colour'"),
+    ('colour = "red"', "unknown field 'colour' (fields: axes, description,"),
     ('[axes]\nrunner = ["torch-eagre"]', "unknown runner 'torch-eagre'"),
     ('[axes]\ndtype = ["int8"]', "unknown dtype 'int8'"),
     ('[axes]\ndevice = ["cuda:1"]', "'cuda:1' is not cpu or cuda"),
     ('[axes]\ncontract = ["nope"]', "unknown contract"),
     ('[axes]\nsize = []', "axes.size: must not be empty"),
     ('[axes]\nsize = ["tiny", "tiny"]', "'tiny' is listed twice"),
-    ('[axes]\nflavour = ["x"]', "unknown key 'flavour'"),
+    ('[axes]\nflavour = ["x"]', "unknown axes field 'flavour' (fields: case,"),
     ('[run]\nsamples = 0', "run.samples"),
-    ('[run]\nsamples = "many"', "'samples' must be an integer"),
+    ('[run]\nsamples = "many"', "run.samples: is string, not an integer"),
     ('[run]\ntarget_ci = 200', "target_ci"),
     ('[resources]\ncpus = 0', "resources.cpus"),
     ('[run]\nbaseline = "torch-eager"', "needs together"),
@@ -572,3 +572,55 @@ def test_a_killed_drivers_work_folders_are_removed_by_the_next_cell(tmp_path: Pa
     finally:
         live.kill()
         live.wait()
+
+
+#: a plan with every kind of value: its cells' configurations are pinned by hash, so a change in
+#: how plans are read that changed what a cell measures (or its identity) fails here
+PINNED_PLAN = """name = " pinned "
+description = "every kind of value a plan carries"
+together = ["runner"]
+[axes]
+size = ["tiny", "small"]
+dtype = "float32"
+runner = ["torch-eager", "torch-compile"]
+contract = ["public_task_call_wall", "model_io_wall"]
+[run]
+cases = ["invoice"]
+samples = 50
+warmup = 2
+target_ci = 5
+max_time = 30
+baseline = "torch-eager"
+task_options = {scale = 2.0, label = "x", flag = true, n = 3}
+gates = {max_abs_err = 1, rel = 0.5}
+[resources]
+cpus = 2
+timeout_s = 600
+pin_cpus = false
+[runner_options.torch-compile]
+mode = "default"
+aten_fallbacks = ["layer_norm"]
+inductor_options = {max_autotune = false, n = 2.0}
+[ray]
+runtime_env = {pip = ["x"]}
+[[exclude]]
+size = "small"
+contract = "model_io_wall"
+"""
+PINNED_CELLS = "898d743bbae053ad1fb207534ada031d1348ff160376d0c6265f51e2192f087f"
+
+
+def test_the_cells_a_plan_declares_are_the_same_as_before_it_was_a_typed_record() -> None:
+    import hashlib
+    import json
+    import tomllib
+
+    from benchbox.matrix import parse_plan
+
+    plan = parse_plan(tomllib.loads(PINNED_PLAN), "pinned")
+    blob = json.dumps([[c.config(), c.timeout_s, c.pin_cpus] for c in plan.cells]
+                      + [plan.name, plan.description, plan.ray], sort_keys=True)
+    assert len(plan.cells) == 3
+    assert hashlib.sha256(blob.encode()).hexdigest() == PINNED_CELLS
+    assert plan.cells[0].task_options == {"scale": 2.0, "label": "x", "flag": True, "n": 3}
+    assert isinstance(plan.cells[0].task_options["scale"], float)  # 2.0 stays a float: it is hashed

@@ -254,11 +254,11 @@ def test_a_worker_hanging_in_task_code_dies_with_its_parent(tmp_path: Path) -> N
 def test_a_worker_that_ignores_sigterm_is_killed_when_its_lifeline_closes() -> None:
     """The lifeline alone (the parent's end closed, as its death closes it): a worker that
     ignores SIGTERM is killed PARENT_GONE_GRACE_S seconds later."""
-    from benchbox.run.worker import LIFELINE_VARIABLE, PARENT_GONE_GRACE_S, PARENT_VARIABLE
+    from benchbox.run.lifeline import LIFELINE_VARIABLE, PARENT_GONE_GRACE_S, PARENT_VARIABLE
 
     r, w = os.pipe()
     code = ("import signal, sys, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-            "from benchbox.run.worker import die_with_parent\ndie_with_parent()\n"
+            "from benchbox.run.lifeline import die_with_parent\ndie_with_parent()\n"
             "print('ready', flush=True)\ntime.sleep(600)\n")
     child = subprocess.Popen([sys.executable, "-c", code], pass_fds=(r,), stdout=subprocess.PIPE, text=True,
                              env={**os.environ, "PYTHONPATH": str(REPO), LIFELINE_VARIABLE: str(r),
@@ -281,7 +281,7 @@ def test_a_worker_that_ignores_sigterm_is_killed_when_its_lifeline_closes() -> N
 
 def test_a_worker_without_a_parent_to_die_with_runs_as_before() -> None:
     """Outside a fresh-processes run (no parent named), the worker arms nothing."""
-    code = ("import os, threading\nfrom benchbox.run.worker import die_with_parent\n"
+    code = ("import os, threading\nfrom benchbox.run.lifeline import die_with_parent\n"
             "os.environ.pop('BENCHBOX_WORKER_PARENT', None)\ndie_with_parent()\n"
             "print(sorted(t.name for t in threading.enumerate()))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,

@@ -1,0 +1,52 @@
+"""benchbox.typed: a declared (closed) record refuses keys it does not declare; an open one keeps them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from benchbox.errors import UsageError
+from benchbox.typed import Declared, Record, decode, encode, json_schema, required, spec
+
+
+@dataclass(frozen=True, kw_only=True)
+class Inner(Declared):
+    size: int = spec(default=1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outer(Declared):
+    name: str = required()
+    inner: Inner = spec(default_factory=Inner)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Open(Record):
+    name: str = required()
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    nulls: frozenset[str] = frozenset()
+
+
+def test_a_declared_record_refuses_an_unknown_key_naming_the_table_and_its_fields() -> None:
+    with pytest.raises(UsageError) as e:
+        decode(Outer, {"name": "x", "nmae": 1}, "f.toml", "plan")
+    assert str(e.value) == "f.toml: invalid plan: unknown field 'nmae' (fields: inner, name)"
+    with pytest.raises(UsageError) as e:
+        decode(Outer, {"name": "x", "inner": {"sise": 2}}, "f.toml", "plan")
+    assert str(e.value) == "f.toml: invalid plan: unknown inner field 'sise' (fields: size)"
+    assert decode(Outer, {"name": "x", "inner": {"size": 2}}, "f.toml").inner.size == 2
+
+
+def test_an_open_record_keeps_unknown_keys_and_writes_them_back() -> None:
+    r = decode(Open, {"name": "x", "later": [1]}, "r.json")
+    assert r.extra == {"later": [1]} and encode(r) == {"name": "x", "later": [1]}
+
+
+def test_the_schema_of_a_declared_record_is_closed_and_an_open_one_is_not() -> None:
+    schema = json_schema(Outer)
+    assert schema["additionalProperties"] is False
+    assert schema["$defs"]["Inner"]["additionalProperties"] is False
+    assert "additionalProperties" not in json_schema(Open)
