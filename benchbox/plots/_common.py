@@ -115,12 +115,6 @@ class Row:
         """``noisy`` and/or ``unsettled``, from the row's reasons (as the receipt store counts them)."""
         return reason_flags(self.reasons)
 
-    def status_note(self) -> str:
-        """'invalid: accuracy gate prob_max_abs' / 'failed: <reason>' / ''."""
-        if self.valid:
-            return ""
-        return f"{self.status}: {short_reason(self.reasons)}"
-
 
 def reason_flags(reasons: Iterable[str]) -> tuple[str, ...]:
     """``noisy`` and/or ``unsettled``, from a row's reasons."""

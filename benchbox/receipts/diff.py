@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -45,7 +44,7 @@ from benchbox.receipts.model import ContractRecord, Receipt, ResultRow
 from benchbox.receipts.replication import process_samples, round_processes
 
 __all__ = ["ACCEPT_KINDS", "VERDICTS", "ComparisonRefused", "DiffOptions", "DiffResult", "DiffRow",
-           "MetricDiff", "accept_kinds", "check_contracts", "compare_runners", "diff_files",
+           "MetricDiff", "accept_kinds", "check_contracts", "compare_runners",
            "diff_receipts", "fmt_delta"]
 
 VERDICTS = ("slower", "faster", "unchanged", "unresolved", "unreliable", "invalid", "new", "removed",
@@ -496,13 +495,6 @@ def _judged(pending: Sequence[Pending], opts: DiffOptions) -> dict[tuple[str, st
         out[p.key] = DiffRow(*p.key, verdict=verdict, reason=reason, metrics=tuple(ms), explanation=expl,
                              **p.kw)
     return out
-
-
-def diff_files(base: str | Path, head: str | Path, options: DiffOptions | None = None) -> DiffResult:
-    """Load two receipts (through benchbox.receipts.load_receipt) and diff them."""
-    from benchbox.receipts import load_receipt
-
-    return diff_receipts(load_receipt(base), load_receipt(head), options, str(base), str(head))
 
 
 def accept_kinds(values: Iterable[str]) -> frozenset[str]:
