@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from benchbox.receipts.record import MAX_NAME_LENGTH, Base, Clock, Count, Fail, Name, Sha256, StageName
+from benchbox.receipts.record import MAX_NAME_LENGTH, Base, Clock, Count, Facts, Fail, Name, Sha256, StageName
 from benchbox.receipts.typed import MaxLength, MinItems, Pattern, Range, required, spec
 
 # -- the contract, task and environment ----------------------------------------------------
@@ -34,6 +34,20 @@ class ArrivalRecord(Base):
 
 
 @dataclass(frozen=True, kw_only=True)
+class PolicyRecord(Facts):
+    """The contract's policy: state, request freshness, CUDA graphs, synchronization, arrivals."""
+
+    state: str | None = spec(omit_none=True)
+    fresh_request: bool | None = spec(omit_none=True)
+    cuda_graphs: bool | None = spec(omit_none=True)
+    sync_at_close: str | None = spec(omit_none=True)
+    hold_stream: bool | None = spec(omit_none=True)
+    event_floor: str | None = spec(omit_none=True)
+    saturated: bool | None = spec(omit_none=True)
+    arrival: ArrivalRecord | None = spec(omit_none=True, description="absent: back to back")
+
+
+@dataclass(frozen=True, kw_only=True)
 class ContractRecord(Base):
     """The contract's full declaration and the hash of its canonical form."""
 
@@ -41,7 +55,7 @@ class ContractRecord(Base):
     version: Annotated[int, Range(1)] = required()
     stages: Annotated[tuple[StageName, ...], MinItems(1)] = required()
     clock: Clock = required()
-    policy: dict[str, Any] = required()
+    policy: PolicyRecord = required()
     description: str | None = spec(omit_none=True)
     first: StageName = required()
     last: StageName = required()
@@ -57,7 +71,8 @@ class ContractRecord(Base):
     def canonical_hash(self) -> str:
         """The sha256 of the declaration's canonical form, as the contract computes it."""
         blob = json.dumps({"name": self.name, "version": self.version, "stages": list(self.stages),
-                           "clock": self.clock, "policy": self.policy}, sort_keys=True, separators=(",", ":"))
+                           "clock": self.clock, "policy": self.policy.to_json()},
+                          sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()
 
     def check(self, raw: Mapping[str, Any], fail: Fail) -> None:
@@ -68,12 +83,16 @@ class ContractRecord(Base):
         if actual != self.hash:
             fail(f"hash {self.hash[:12]} is not the hash of the declared contract ({actual[:12]}): "
                  "the declaration was edited after the run")
-        declared = self.policy.get("arrival", {"kind": "back_to_back"})
-        recorded = self.arrival.to_json() if self.arrival is not None else {"kind": "back_to_back"}
+        declared = _arrival_json(self.policy.arrival)
+        recorded = _arrival_json(self.arrival)
         recorded.pop("set_at_run", None)
         if recorded != declared:  # the hash covers policy.arrival, so this one must say the same
             fail(f"arrival {_arrival_text(recorded)} does not match policy.arrival "
                  f"{_arrival_text(declared)}: the declaration was edited after the run")
+
+
+def _arrival_json(arrival: ArrivalRecord | None) -> dict[str, Any]:
+    return arrival.to_json() if arrival is not None else {"kind": "back_to_back"}
 
 
 def _arrival_text(arrival: Any) -> str:

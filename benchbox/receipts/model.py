@@ -23,8 +23,18 @@ from dataclasses import dataclass, replace
 from typing import Annotated, Any, ClassVar
 
 from benchbox.receipts.comparisons import ComparisonRow, Comparisons, Excluded
-from benchbox.receipts.declared import ArrivalRecord, CaseRef, ContractRecord, TaskRecord
-from benchbox.receipts.machine import Calibration, Floors, ProcessRecord
+from benchbox.receipts.declared import ArrivalRecord, CaseRef, ContractRecord, PolicyRecord, TaskRecord
+from benchbox.receipts.machine import (
+    Calibration,
+    ControlRecord,
+    Environment,
+    Floors,
+    GitState,
+    GpuInfo,
+    GpuWhileWorking,
+    MachineLoad,
+    ProcessRecord,
+)
 from benchbox.receipts.record import (
     BEYOND_SCHEMA,
     MAX_NAME_LENGTH,
@@ -36,21 +46,30 @@ from benchbox.receipts.record import (
 )
 from benchbox.receipts.row import (
     Accuracy,
+    ClockCrossCheck,
     Fallback,
     Gate,
     LoadRecord,
+    Noise,
+    NoiseThresholds,
+    Outliers,
     ResultRow,
+    RunnerLog,
     RunnerReport,
+    SteadyState,
     Summary,
     summary_problem,
 )
+from benchbox.receipts.settings import JoinedFrom, OverloadBound, Settings
 from benchbox.receipts.typed import Range, decode, json_schema, required, spec
 
 __all__ = ["BEYOND_SCHEMA", "MAX_NAME_LENGTH", "MAX_NS", "SCHEMA_VERSION", "STATUSES", "Accuracy",
-           "ArrivalRecord", "Calibration", "CaseRef", "ComparisonRow", "Comparisons", "ContractRecord",
-           "Excluded", "Fallback", "Floors", "Gate", "LoadRecord", "ProcessRecord", "Receipt", "ResultRow",
-           "RunnerReport", "Summary", "TaskRecord", "decode_receipt", "receipt_schema", "summary_problem",
-           "write_schema"]
+           "ArrivalRecord", "Calibration", "CaseRef", "ClockCrossCheck", "ComparisonRow", "Comparisons",
+           "ContractRecord", "ControlRecord", "Environment", "Excluded", "Fallback", "Floors", "Gate",
+           "GitState", "GpuInfo", "GpuWhileWorking", "JoinedFrom", "LoadRecord", "MachineLoad", "Noise",
+           "NoiseThresholds", "Outliers", "OverloadBound", "PolicyRecord", "ProcessRecord", "Receipt",
+           "ResultRow", "RunnerLog", "RunnerReport", "Settings", "SteadyState", "Summary", "TaskRecord",
+           "decode_receipt", "receipt_schema", "summary_problem", "write_schema"]
 
 # -- the receipt ---------------------------------------------------------------------------
 
@@ -73,9 +92,9 @@ class Receipt(Base):
     interrupt_reason: str | None = spec(omit_none=True)
     interrupted_at: str | None = spec(omit_none=True)
     contract: ContractRecord = required()
-    environment: dict[str, Any] = required()
+    environment: Environment = required()
     task: TaskRecord = required()
-    settings: dict[str, Any] | None = spec(omit_none=True)
+    settings: Settings | None = spec(omit_none=True)
     calibration: Calibration = required()
     results: tuple[ResultRow, ...] = required()
     comparisons: Comparisons | None = spec(omit_none=True)
@@ -95,28 +114,30 @@ class Receipt(Base):
     @property
     def device(self) -> str:
         """The GPU's name, else the device string."""
-        gpu = self.environment.get("gpu")
-        if isinstance(gpu, dict) and gpu.get("name"):
-            return str(gpu["name"])
-        return str(self.environment.get("device", "unknown"))
+        env = self.environment
+        return env.gpu_name or str(env.device if env.device is not None or "device" in env.nulls
+                                   else "unknown")
 
     @property
     def device_label(self) -> str:
         """What the numbers were measured on, as a figure or a series names it: the GPU's
         name, else ``cpu (CPU model)``, else the device string."""
-        gpu = self.environment.get("gpu")
-        if isinstance(gpu, dict) and gpu.get("name"):
-            return str(gpu["name"])
-        dev = str(self.environment.get("device") or "unknown")
-        cpu = self.environment.get("cpu")
-        return f"{dev} ({cpu})" if dev == "cpu" and cpu else dev
+        env = self.environment
+        if env.gpu_name:
+            return env.gpu_name
+        dev = str(env.device or "unknown")
+        return f"{dev} ({env.cpu})" if dev == "cpu" and env.cpu else dev
 
     @property
     def runners(self) -> tuple[str, ...]:
         """The run's runners in the order it measured them."""
-        declared = [str(r) for r in (self.settings or {}).get("runners", []) if isinstance(r, str)]
-        seen = list(dict.fromkeys(declared))
+        seen = list(self.settings.runner_names if self.settings is not None else ())
         return tuple(seen + [r.runner for r in self.results if r.runner not in seen])
+
+    @property
+    def declared_baseline(self) -> str | None:
+        """The runner the run compared the others against, as its settings say (None: not said)."""
+        return self.settings.baseline if self.settings is not None else None
 
     @property
     def case_names(self) -> tuple[str, ...]:

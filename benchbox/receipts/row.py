@@ -2,12 +2,97 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from benchbox.receipts.record import Base, Clock, Count, Fail, Interval, Name, Ns, Sha256, StageName, Status
+from benchbox import stats
+from benchbox.receipts.declared import ArrivalRecord
+from benchbox.receipts.record import (
+    Base,
+    Clock,
+    Count,
+    Facts,
+    Fail,
+    Interval,
+    Name,
+    Ns,
+    Sha256,
+    StageName,
+    Status,
+)
+from benchbox.receipts.settings import OverloadBound
 from benchbox.receipts.typed import required, spec
+
+# -- the statistics of a row's samples -------------------------------------------------------
+
+@dataclass(frozen=True, kw_only=True)
+class Outliers(Facts):
+    """Tukey-fence outlier counts: beyond 1.5 IQR (and, far, 3 IQR) from the quartiles."""
+
+    method: str | None = spec(omit_none=True)
+    low: int | None = spec(omit_none=True)
+    high: int | None = spec(omit_none=True)
+    far_low: int | None = spec(omit_none=True)
+    far_high: int | None = spec(omit_none=True)
+
+    @property
+    def count(self) -> int:
+        return (self.low or 0) + (self.high or 0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoiseThresholds(Facts):
+    """The limits above which a row was flagged noisy."""
+
+    cv: float | None = spec(omit_none=True)
+    outlier_fraction: float | None = spec(omit_none=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Noise(Facts):
+    """The samples' spread: coefficient of variation, MAD, robust CV, outliers."""
+
+    cv: float | None = spec(omit_none=True)
+    mad_ns: float | None = spec(omit_none=True)
+    robust_cv: float | None = spec(omit_none=True, description="1.4826 × MAD / median")
+    outliers: Outliers | None = spec(omit_none=True)
+    thresholds: NoiseThresholds | None = spec(omit_none=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SteadyState(Facts):
+    """First-half against second-half medians, in sampling order (within each round): did the run
+    settle?"""
+
+    method: str | None = spec(omit_none=True)
+    threshold: float | None = spec(omit_none=True)
+    checked: bool | None = spec(omit_none=True)
+    settled: bool | None = spec(omit_none=True)
+    note: str | None = spec(omit_none=True)
+    first_half_p50_ns: float | None = spec(omit_none=True)
+    second_half_p50_ns: float | None = spec(omit_none=True)
+    shift: float | None = spec(omit_none=True, description="second half's median relative to the first")
+    intervals_overlap: bool | None = spec(omit_none=True)
+    rounds_checked: int | None = spec(omit_none=True)
+    rounds_unsettled: int | None = spec(omit_none=True)
+    round: int | None = spec(omit_none=True, description="joined runs: the run (from 0) that did not "
+                                                         "settle")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClockCrossCheck(Facts):
+    """Device-timed samples checked against the host span that must contain their device work."""
+
+    checked: bool | None = spec(omit_none=True)
+    samples: int | None = spec(omit_none=True)
+    violations: int | None = spec(omit_none=True, description="samples longer than their host span")
+    tolerance_ns: float | None = spec(omit_none=True)
+    max_excess_ns: float | None = spec(omit_none=True)
+    host_span: str | None = spec(omit_none=True)
+    host_region_shorter: int | None = spec(omit_none=True)
+    note: str | None = spec(omit_none=True)
+
 
 # -- one result row ------------------------------------------------------------------------
 
@@ -31,7 +116,7 @@ class Summary(Base):
     p99_upper_ns: Ns | None = spec(omit_none=True, description="one-sided upper bound of p99, written "
                                                                "when p99_ci_ns is null")
     unresolved: tuple[str, ...] | None = spec(omit_none=True)
-    noise: dict[str, Any] | None = spec(omit_none=True)
+    noise: Noise | None = spec(omit_none=True)
 
     SCHEMA_EXTRA: ClassVar[dict[str, Any]] = {
         "if": {"properties": {"n": {"minimum": 1}}},
@@ -46,8 +131,7 @@ class Summary(Base):
 
     @property
     def cv(self) -> float | None:
-        v = (self.noise or {}).get("cv")
-        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+        return float(self.noise.cv) if self.noise is not None and self.noise.cv is not None else None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,6 +143,17 @@ class Fallback(Base):
 
 
 @dataclass(frozen=True, kw_only=True)
+class RunnerLog(Facts):
+    """Library output captured while a runner prepared and ran."""
+
+    lines: int | None = spec(omit_none=True)
+    chars: int | None = spec(omit_none=True)
+    text: str | None = spec(omit_none=True, description="the last 4000 characters")
+    truncated: bool | None = spec(omit_none=True)
+    file: str | None = spec(omit_none=True)
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunnerReport(Base):
     """What the runner says about itself: options, versions, fallbacks, preparation times."""
 
@@ -67,10 +162,14 @@ class RunnerReport(Base):
     fallbacks: tuple[Fallback, ...] | None = spec(omit_none=True)
     prepare_s: dict[str, float] | None = spec(omit_none=True)
     build_s: float | None = spec(omit_none=True)
-    log: dict[str, Any] | None = spec(omit_none=True, description="library output captured while this "
-                                                                   "runner prepared and ran (warnings, "
-                                                                   "compiler logs): lines, chars, text "
-                                                                   "(the last 4000 characters), file")
+    log: RunnerLog | None = spec(omit_none=True, description="library output captured while this "
+                                                              "runner prepared and ran (warnings, "
+                                                              "compiler logs): lines, chars, text "
+                                                              "(the last 4000 characters), file")
+
+    def section(self, name: str) -> Any:
+        """A runner's own part of its report (``compile``, ``tf32``...: not declared here), or None."""
+        return self.extra[name] if name in self.extra else None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,7 +196,7 @@ class Accuracy(Base):
 class LoadRecord(Base):
     """The load paced samples ran under: offered and achieved rate, utilisation, overload."""
 
-    arrival: dict[str, Any] = required()
+    arrival: ArrivalRecord = required()
     samples: Count = required()
     offered_per_s: float | None = spec(omit_none=True, description="the declared (nominal) rate")
     schedule_per_s: float | None = spec(omit_none=True, description="the seeded schedule's own rate: its "
@@ -107,7 +206,7 @@ class LoadRecord(Base):
     utilisation: float | None = spec(omit_none=True, description="offered rate × mean service time")
     max_backlog: Count | None = spec(omit_none=True, description="most requests due but not started")
     max_queue_ns: Ns | None = spec(omit_none=True)
-    bound: dict[str, Any] | None = spec(omit_none=True, description="the declared overload bound")
+    bound: OverloadBound | None = spec(omit_none=True, description="the declared overload bound")
     overloaded: bool | None = spec(omit_none=True, description="the offered rate exceeded what the runner "
                                                                "sustains: the queue grew without bound")
     overload: str | None = spec(omit_none=True)
@@ -136,8 +235,8 @@ class ResultRow(Base):
     clock_note: str | None = spec(omit_none=True)
     warmup: Count | None = spec(omit_none=True)
     stop_reason: str | None = spec(omit_none=True)
-    steady_state: dict[str, Any] | None = spec(omit_none=True)
-    clock_cross_check: dict[str, Any] | None = spec(omit_none=True)
+    steady_state: SteadyState | None = spec(omit_none=True)
+    clock_cross_check: ClockCrossCheck | None = spec(omit_none=True)
     load: LoadRecord | None = spec(omit_none=True, description="paced arrivals: the load the samples ran "
                                                                "under")
     round_process: tuple[Count, ...] | None = spec(
@@ -186,6 +285,19 @@ class ResultRow(Base):
         return out
 
     @property
+    def flags(self) -> tuple[str, ...]:
+        """``noisy`` and/or ``unsettled``: the flags its statistics raised (recorded as reasons)."""
+        return reason_flags(self.reasons)
+
+    @property
+    def noisy(self) -> bool:
+        return "noisy" in self.flags
+
+    @property
+    def unsettled(self) -> bool:
+        return "unsettled" in self.flags
+
+    @property
     def measured(self) -> bool:
         return bool(self.samples_ns) and self.summary.p50_ns is not None
 
@@ -205,6 +317,12 @@ class ResultRow(Base):
     @property
     def options(self) -> dict[str, Any]:
         return dict(self.runner_report.options or {})
+
+
+def reason_flags(reasons: Iterable[str]) -> tuple[str, ...]:
+    """``noisy`` and/or ``unsettled``: the flags :func:`benchbox.stats.caveats` recorded among a
+    row's reasons (:attr:`ResultRow.flags` for a row)."""
+    return stats.flags(tuple(reasons))
 
 
 def summary_problem(samples: tuple[int, ...], summary: Summary) -> str | None:
