@@ -119,3 +119,18 @@ def test_the_flags_read_back_are_the_ones_the_statistics_wrote() -> None:
     for samples, want in ((flat, ()), (drifting, ("unsettled",)), (spiky, ("noisy",))):
         reasons = stats.caveats(stats.summarize(samples), stats.steady_state(samples))
         assert stats.flags(reasons) == want, reasons
+
+
+def test_a_record_of_facts_reads_by_key_as_the_dict_it_replaced() -> None:
+    raw = json.loads(GOLDEN.read_text())
+    r = load_receipt(GOLDEN)
+    for record, doc in ((r.environment, raw["environment"]), (r.settings, raw["settings"])):
+        assert list(record) == list(doc) and list(record.keys()) == list(doc)
+        for key, value in doc.items():
+            got = record[key]
+            got = got.to_json() if hasattr(got, "to_json") else got
+            assert json.loads(json.dumps(got)) == value  # as JSON: a tuple stands for the array
+        assert record.get("not a key", 7) == 7
+        with pytest.raises(KeyError):
+            record["not a key"]
+    assert r.environment.get("cuda", "absent") is None  # written as null: null, not the default
