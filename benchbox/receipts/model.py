@@ -1,9 +1,11 @@
 """The receipt model: the single source of a receipt's shape.
 
-The records live by concept in :mod:`~benchbox.receipts.declared` (contract, task),
-:mod:`~benchbox.receipts.machine` (calibration, processes), :mod:`~benchbox.receipts.row` (a
-result row) and :mod:`~benchbox.receipts.comparisons`; this module holds the receipt itself and
-names them all.
+The records live by concept in :mod:`~benchbox.receipts.declared` (contract and its policy,
+task), :mod:`~benchbox.receipts.machine` (environment, calibration, processes),
+:mod:`~benchbox.receipts.settings` (the run's settings), :mod:`~benchbox.receipts.row` (a result
+row: statistics, noise, steady state, runner report, load) and
+:mod:`~benchbox.receipts.comparisons`, over :mod:`~benchbox.receipts.record` (the base record);
+this module holds the receipt itself and names them all.
 
 The writer encodes these records, the loader decodes into them (checking every
 declared field), and the shipped JSON Schema is generated from them
@@ -12,7 +14,7 @@ declared field), and the shipped JSON Schema is generated from them
 the file equal to the generated one). Receipts may carry keys the model does not declare:
 each record keeps them in ``extra`` and writes them back.
 
-Adding a field to a result row is one edit here (a field on :class:`ResultRow`) plus,
+Adding a field to a result row is one edit (a field on :class:`ResultRow`, in ``row``) plus,
 when old receipts need a value for it, one migration in :mod:`benchbox.receipts.io`.
 """
 
