@@ -193,22 +193,37 @@ def floor_resolvable(delta_ns: float, floor_ns: float | None, multiple: float = 
     return abs(delta_ns) >= multiple * floor_ns
 
 
+#: The flags a row's caveats raise → the start of the reason that records each in the receipt.
+FLAG_REASONS = {"noisy": "noise:", "unsettled": "unsettled:"}
+
+
+def unsettled_text(shift: float, first_p50_ns: Any, second_p50_ns: Any) -> str:
+    """Why a run is unsettled: its halves' medians (the reason, after ``unsettled:``)."""
+    return (f"second-half median {shift:+.1%} from the first half ({first_p50_ns} → {second_p50_ns} ns); "
+            "more warm-up may be needed")
+
+
+def flags(reasons: Sequence[str]) -> tuple[str, ...]:
+    """The flags (``noisy``, ``unsettled``) that :func:`caveats` recorded among a row's reasons."""
+    return tuple(f for f, start in FLAG_REASONS.items() if any(r.startswith(start) for r in reasons))
+
+
 def caveats(summary: dict[str, Any], steady: dict[str, Any] | None = None,
             cv_limit: float = NOISE_CV, outlier_limit: float = NOISE_OUTLIER_FRACTION) -> list[str]:
     """Reasons to read a result with care: unresolved intervals, noise, an unsettled run."""
     out = list(summary.get("unresolved", []))
     nz = summary.get("noise") or {}
     n = summary.get("n", 0)
+    noise = FLAG_REASONS["noisy"]
     if nz.get("cv") is not None and nz["cv"] > cv_limit:
-        out.append(f"noise: coefficient of variation {nz['cv']:.1%} exceeds {cv_limit:.0%}")
+        out.append(f"{noise} coefficient of variation {nz['cv']:.1%} exceeds {cv_limit:.0%}")
     o = nz.get("outliers")
     if o and n and (o["low"] + o["high"]) / n > outlier_limit:
-        out.append(f"noise: {o['low'] + o['high']} of {n} samples are Tukey outliers "
+        out.append(f"{noise} {o['low'] + o['high']} of {n} samples are Tukey outliers "
                    f"(over {outlier_limit:.0%})")
     if steady and steady.get("settled") is False:
-        out.append(f"unsettled: second-half median {steady['shift']:+.1%} from the first half "
-                   f"({steady['first_half_p50_ns']} → {steady['second_half_p50_ns']} ns); "
-                   "more warm-up may be needed")
+        why = unsettled_text(steady["shift"], steady["first_half_p50_ns"], steady["second_half_p50_ns"])
+        out.append(f"{FLAG_REASONS['unsettled']} {why}")
     return out
 
 

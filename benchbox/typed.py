@@ -123,8 +123,9 @@ class Declared(Record):
     nulls: frozenset[str] = dataclasses.field(default=frozenset(), repr=False, compare=False)
 
 
-#: fields every record has that are not part of the document
-_BOOKKEEPING = ("extra", "nulls")
+#: fields every record has that are not part of the document (``order``: only records that declare
+#: it keep the order of the document's keys, and write them back in that order)
+_BOOKKEEPING = ("extra", "nulls", "order")
 
 
 def _fields(cls: type) -> list[tuple[dataclasses.Field[Any], Any]]:
@@ -328,13 +329,19 @@ def _decode_record(cls: type[Record], value: Any, path: str) -> Record:
         raise _Invalid("", f"unknown {path + ' ' if path else ''}field {_short(unknown)} "
                            f"(fields: {', '.join(sorted(known))})")
     nulls = frozenset(k for k in known if k in value and value[k] is None)
-    record = cls(**kw, extra=extra, nulls=nulls)  # type: ignore[call-arg]
+    kept = {"order": tuple(value)} if _keeps_order(cls) else {}
+    record = cls(**kw, extra=extra, nulls=nulls, **kept)  # type: ignore[call-arg]
 
     def fail(message: str) -> None:
         raise _Invalid(path, message)
 
     record.check(value, fail)
     return record
+
+
+@cache
+def _keeps_order(cls: type) -> bool:
+    return any(f.name == "order" for f in dataclasses.fields(cls))
 
 
 def decode(cls: type[Record], data: Any, where: str, what: str = "receipt") -> Any:
@@ -386,6 +393,9 @@ def encode(record: Record) -> dict[str, Any]:
     for k, v in getattr(record, "extra", {}).items():
         if k not in out:
             out[k] = _encode(v)
+    order = getattr(record, "order", ())
+    if order:  # the document's own key order, then keys set since
+        out = {**{k: out[k] for k in order if k in out}, **out}
     return out
 
 

@@ -14,7 +14,18 @@ from typing import TYPE_CHECKING, Any
 
 from benchbox.contracts import TIMELINE
 from benchbox.errors import MissingExtraError, UsageError
+from benchbox.plots._axes import (  # noqa: F401 (the figures read them from here)
+    LOG_MANTISSAS,
+    TimeUnit,
+    fmt_value,
+    log_ticks,
+    set_log_ticks,
+    set_value_axis,
+    time_unit,
+    wide_spread,
+)
 from benchbox.receipts.model import Receipt, ResultRow, Summary
+from benchbox.receipts.row import reason_flags  # noqa: F401 (the figures read it from here)
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -112,28 +123,10 @@ class Row:
 
     @property
     def flags(self) -> tuple[str, ...]:
-        """``noisy`` and/or ``unsettled``, from the row's reasons (as the receipt store counts them)."""
-        return reason_flags(self.reasons)
-
-    def status_note(self) -> str:
-        """'invalid: accuracy gate prob_max_abs' / 'failed: <reason>' / ''."""
-        if self.valid:
-            return ""
-        return f"{self.status}: {short_reason(self.reasons)}"
+        """``noisy`` and/or ``unsettled`` (as the receipt store counts them)."""
+        return self.result.flags
 
 
-def reason_flags(reasons: Iterable[str]) -> tuple[str, ...]:
-    """``noisy`` and/or ``unsettled``, from a row's reasons."""
-    reasons = list(reasons)
-    out = []
-    if any(r.startswith("noise:") for r in reasons):
-        out.append("noisy")
-    if any(r.startswith("unsettled:") for r in reasons):
-        out.append("unsettled")
-    return tuple(out)
-
-
-#: the marker of a point by its row's flags: a plain circle for a clean row
 FLAG_MARKERS: dict[tuple[str, ...], str] = {(): "o", ("noisy",): "D", ("unsettled",): "s",
                                             ("noisy", "unsettled"): "X"}
 FLAG_LABELS = {("noisy",): "noisy: CV > 20% or > 5% outliers",
@@ -355,111 +348,6 @@ class Measure:
         return 1, 0.0
 
 
-@dataclass(frozen=True)
-class TimeUnit:
-    """A display unit for nanosecond values."""
-
-    name: str
-    scale: float
-
-    def __call__(self, ns: float) -> float:
-        return ns / self.scale
-
-
-def time_unit(values_ns: Iterable[float]) -> TimeUnit:
-    """µs below a millisecond, s above ten seconds, else ms."""
-    vals = [v for v in values_ns if v > 0]
-    top = max(vals) if vals else 1e6
-    if top < 1e6:
-        return TimeUnit("µs", 1e3)
-    if top >= 1e10:
-        return TimeUnit("s", 1e9)
-    return TimeUnit("ms", 1e6)
-
-
-def wide_spread(values: Iterable[float], factor: float = 8.0) -> bool:
-    """True when the values span more than ``factor``× (a log axis then helps)."""
-    vals = [v for v in values if v > 0]
-    return bool(vals) and max(vals) / min(vals) > factor
-
-
-def fmt_value(v: float) -> str:
-    """A short number: 3 significant digits."""
-    if v == 0:
-        return "0"
-    if abs(v) >= 100:
-        return f"{v:.0f}"
-    if abs(v) >= 10:
-        return f"{v:.1f}"
-    if abs(v) >= 1:
-        return f"{v:.2f}"
-    return f"{v:.3g}"
-
-
-def set_value_axis(ax: Axes, log: bool, axis: str = "x") -> None:
-    """Log or linear axis with plain tick labels; a log axis gets :func:`set_log_ticks`."""
-    from matplotlib.ticker import FuncFormatter
-
-    if log:
-        (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
-        set_log_ticks(ax, axis)
-        return
-    target = ax.xaxis if axis == "x" else ax.yaxis
-    target.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
-
-
-#: mantissas of labelled log ticks, sparsest first: :func:`log_ticks` takes the first that gives enough
-LOG_MANTISSAS = ((1.0,), (1.0, 3.0), (1.0, 2.0, 5.0), (1.0, 2.0, 3.0, 5.0, 7.0),
-                 (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 7.0), (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0))
-
-
-def log_ticks(lo: float, hi: float, least: int = 4) -> list[float]:
-    """Labelled ticks for a log axis viewing ``lo``..``hi``: the sparsest of :data:`LOG_MANTISSAS`
-    that puts at least ``least`` ticks in view with no more than 2× between either end of the view and
-    its nearest tick (the densest when none does)."""
-    import math
-
-    lo, hi = sorted((lo, hi))
-    if not (lo > 0 and math.isfinite(hi)):
-        return []
-    ticks: list[float] = []
-    for subs in LOG_MANTISSAS:
-        ticks = sorted({float(f"{m * 10.0 ** e:.6g}")
-                        for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
-                        for m in subs})
-        ticks = [t for t in ticks if lo <= t <= hi]
-        if len(ticks) >= least and ticks[0] <= 2 * lo and 2 * ticks[-1] >= hi:
-            break
-    return ticks
-
-
-def _log_locator(least: int) -> Any:
-    """A matplotlib locator that puts a log axis's labelled ticks at :func:`log_ticks` of its view
-    when the figure is drawn, so later changes to the limits are followed."""
-    from matplotlib.ticker import Locator
-
-    class LogTicks(Locator):  # type: ignore[misc]
-        def __call__(self) -> list[float]:
-            return self.tick_values(*self.axis.get_view_interval())
-
-        def tick_values(self, vmin: float, vmax: float) -> list[float]:
-            return log_ticks(vmin, vmax, least)
-
-    return LogTicks()
-
-
-def set_log_ticks(ax: Axes, axis: str = "y", least: int = 4) -> None:
-    """Label a log axis at :func:`log_ticks` of its view (as drawn), as plain numbers; unlabelled
-    minor ticks at 2…9 of each decade. The one rule for every figure's log axes."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
-    target = ax.xaxis if axis == "x" else ax.yaxis
-    target.set_major_locator(_log_locator(least))
-    target.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
-    target.set_minor_locator(LogLocator(base=10, subs=tuple(range(2, 10))))
-    target.set_minor_formatter(NullFormatter())
-
-
 def stage_order(rows: Iterable[Row]) -> list[str]:
     present = {s for r in rows for s in r.stages_ns}
     return [s for s in TIMELINE if s in present]
@@ -468,7 +356,7 @@ def stage_order(rows: Iterable[Row]) -> list[str]:
 def baseline_of(receipt: Receipt) -> str | None:
     comp = receipt.comparisons
     base = comp.baseline if comp is not None else None
-    return base or (receipt.settings or {}).get("baseline")
+    return base or receipt.declared_baseline
 
 
 @dataclass(frozen=True)
@@ -558,23 +446,23 @@ def for_display(receipt: Receipt) -> Receipt:
     t = receipt.task
     task = replace(t, name=display_text(t.name), size=display_text(t.size),
                    cases=tuple(replace(c, name=display_text(c.name)) for c in t.cases))
-    env = dict(receipt.environment)
-    for key in ("device", "cpu"):
-        if key in env:
-            env[key] = display_text(env[key])
-    if isinstance(env.get("gpu"), dict) and env["gpu"].get("name"):
-        env["gpu"] = {**env["gpu"], "name": display_text(env["gpu"]["name"])}
-    settings = dict(receipt.settings or {})
-    if isinstance(settings.get("runners"), list):
-        settings["runners"] = [display_text(r) if isinstance(r, str) else r for r in settings["runners"]]
-    if isinstance(settings.get("baseline"), str):
-        settings["baseline"] = display_text(settings["baseline"])
+    env = receipt.environment
+    env = replace(env, **{k: display_text(getattr(env, k)) for k in ("device", "cpu")
+                          if getattr(env, k) is not None or k in env.nulls})
+    if env.gpu is not None and env.gpu.name:
+        env = replace(env, gpu=replace(env.gpu, name=display_text(env.gpu.name)))
+    settings = receipt.settings
+    if settings is not None and settings.runners is not None:
+        settings = replace(settings, runners=tuple(display_text(r) if isinstance(r, str) else r
+                                                   for r in settings.runners))
+    if settings is not None and settings.baseline is not None:
+        settings = replace(settings, baseline=display_text(settings.baseline))
     rows = tuple(replace(r, runner=display_text(r.runner), case=display_text(r.case),
                          reasons=tuple(display_text(x) for x in r.reasons)) for r in receipt.results)
     comp = receipt.comparisons
     if comp is not None and comp.baseline is not None:
         comp = replace(comp, baseline=display_text(comp.baseline))
-    return replace(receipt, task=task, environment=env, settings=settings or receipt.settings,
+    return replace(receipt, task=task, environment=env, settings=settings,
                    results=rows, comparisons=comp,
                    contract=replace(receipt.contract, name=display_text(receipt.contract.name)))
 

@@ -21,14 +21,18 @@ from benchbox.receipts.model import (
     SCHEMA_VERSION,
     Accuracy,
     Calibration,
+    ClockCrossCheck,
     Comparisons,
     ContractRecord,
+    Environment,
     Gate,
     LoadRecord,
     ProcessRecord,
     Receipt,
     ResultRow,
     RunnerReport,
+    Settings,
+    SteadyState,
     Summary,
     TaskRecord,
 )
@@ -42,9 +46,9 @@ def this_process(environment: Mapping[str, Any], rounds: int, quieting: Mapping[
     what it does against noise."""
     import os
 
-    load = environment.get("load")
-    return ProcessRecord(pid=os.getpid(), started_at=now_iso(), rounds=rounds,
-                         load=dict(load) if isinstance(load, Mapping) else None, quieting=dict(quieting))
+    load = Environment.of(environment).load
+    return ProcessRecord(pid=os.getpid(), started_at=now_iso(), rounds=rounds, load=load,
+                         quieting=dict(quieting))
 
 
 def with_process_facts(receipt: Receipt, **facts: Any) -> Receipt:
@@ -89,10 +93,10 @@ def new_receipt(contract: Contract, *, command: Sequence[str], environment: Mapp
     return Receipt(processes=(process,) if process is not None else None,
         schema_version=SCHEMA_VERSION, benchbox_version=__version__, created_at=now_iso(),
         command=tuple(command) or ("benchbox", "run"), complete=False,
-        contract=ContractRecord.of(contract.to_dict()), environment=dict(environment),
+        contract=ContractRecord.of(contract.to_dict()), environment=Environment.of(environment),
         task=TaskRecord.of({**task, "cases": [{"name": c.name, "request_sha256": c.sha256}
                                               for c in cases]}),
-        settings=dict(settings), calibration=Calibration(), results=())
+        settings=Settings.of(settings), calibration=Calibration(), results=())
 
 
 def _accuracy(gates: Sequence[Any]) -> Accuracy:
@@ -177,7 +181,8 @@ def result_row(contract: Contract, runner: str, case: Any, gates: Sequence[Any],
     return _base(runner, case, "invalid" if failed or m.overloaded else "valid", reasons, report,
                  accuracy=_accuracy(gates), **_raw(m), summary=Summary.of(summary),
                  clock_used=m.clock_used, clock_note=m.clock_note, warmup=m.warmup,
-                 stop_reason=m.stop_reason, steady_state=steady, clock_cross_check=cross, load=_load(m),
+                 stop_reason=m.stop_reason, steady_state=SteadyState.of(steady),
+                 clock_cross_check=ClockCrossCheck.of(cross) if cross else None, load=_load(m),
                  nulls=frozenset() if cross else frozenset({"clock_cross_check"}))
 
 
@@ -219,8 +224,8 @@ class ReceiptSet:
 
     def finish(self, comparisons: Sequence[Comparisons], gpu_after: Mapping[str, Any] | None) -> None:
         def done(i: int, r: Receipt) -> Receipt:
-            env = dict(r.environment)
+            env = r.environment
             if gpu_after is not None:
-                env["gpu_state_after"] = dict(gpu_after)
+                env = replace(env, gpu_state_after=dict(gpu_after))
             return replace(r, comparisons=comparisons[i], environment=env, complete=True)
         self.update(done)

@@ -20,12 +20,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 from benchbox.errors import UsageError
-from benchbox.receipts.model import ProcessRecord, Receipt, ResultRow, Summary
+from benchbox.receipts.model import (
+    Environment,
+    JoinedFrom,
+    ProcessRecord,
+    Receipt,
+    ResultRow,
+    Settings,
+    SteadyState,
+    Summary,
+)
 from benchbox.receipts.replication import processes, round_processes
 from benchbox.stats import caveats, min_n_for_ci, summarize
 
@@ -37,19 +46,22 @@ FREE_SETTINGS = frozenset({"out", "combined_from", "labels", "samples"})
 
 
 def _settings(r: Receipt) -> dict[str, Any]:
-    out = {k: v for k, v in (r.settings or {}).items() if k not in FREE_SETTINGS}
-    sampling = out.get("sampling")
-    if isinstance(sampling, Mapping) and sampling.get("mode") == "fixed":  # the count, not the policy
-        out["sampling"] = {k: v for k, v in sampling.items() if k not in ("samples", "p99_resolvable")}
+    if r.settings is None:
+        return {}
+    out = {k: v for k, v in r.settings.to_json().items() if k not in FREE_SETTINGS}
+    sampling = r.settings.sampling
+    if sampling is not None and sampling.fixed:  # the count, not the policy
+        out["sampling"] = {k: v for k, v in sampling.to_json().items()
+                           if k not in ("samples", "p99_resolvable")}
     return out
 
 
 def _machine(r: Receipt) -> dict[str, Any]:
-    env = r.environment
-    out = {k: env.get(k) for k in SAME_MACHINE}
-    gpu = out.get("gpu")
-    if isinstance(gpu, dict):  # the model and driver, not the clocks or memory in use at start
-        out["gpu"] = {k: gpu.get(k) for k in ("name", "driver", "compute_capability")}
+    out = {k: getattr(r.environment, k) for k in SAME_MACHINE}
+    gpu = r.environment.gpu
+    if gpu is not None:  # the model and driver, not the clocks or memory in use at start
+        cc = gpu.extra["compute_capability"] if "compute_capability" in gpu.extra else None
+        out["gpu"] = {"name": gpu.name, "driver": gpu.driver, "compute_capability": cc}
     return out
 
 
@@ -95,36 +107,35 @@ def _check_distinct(receipts: Sequence[Receipt], names: Sequence[str]) -> None:
 
 
 def _busy(r: Receipt) -> float | None:
-    load = r.environment.get("load")
-    busy = load.get("busy_fraction") if isinstance(load, Mapping) else None
+    busy = r.environment.load.busy_fraction if r.environment.load is not None else None
     return float(busy) if isinstance(busy, (int, float)) else None
 
 
-def _environment(receipts: Sequence[Receipt]) -> dict[str, Any]:
+def _environment(receipts: Sequence[Receipt]) -> Environment:
     """The first run's environment, with the busiest run's load at start as the load: a
     comparison's conditions check (a machine busy on one side) sees a load that came during
     any round, not only the first. Every run's busy fraction is kept in ``load_by_run``."""
-    env = dict(receipts[0].environment)
+    env = receipts[0].environment
     busy = [_busy(r) for r in receipts]
     known = [(b, i) for i, b in enumerate(busy) if b is not None]
     if known:
         _, worst = max(known)
-        env["load"] = {**receipts[worst].environment["load"], "run": worst + 1, "of_runs": len(receipts)}
-        env["load_by_run"] = busy
+        load = replace(receipts[worst].environment.load, run=worst + 1, of_runs=len(receipts))
+        env = replace(env, load=load, load_by_run=busy)
     return env
 
 
-def _steady(rows: Sequence[ResultRow]) -> dict[str, Any] | None:
+def _steady(rows: Sequence[ResultRow]) -> SteadyState | None:
     """An unsettled round's steady-state record (the first), else the first checked one."""
-    states = [r.steady_state for r in rows if r.steady_state]
+    states = [r.steady_state for r in rows if r.steady_state is not None]
     for i, s in enumerate(states):
-        if s.get("settled") is False:
-            return {**s, "round": i}
-    checked = [s for s in states if s.get("checked")]
+        if s.settled is False:
+            return replace(s, round=i)
+    checked = [s for s in states if s.checked]
     if not checked:
         return states[0] if states else None
-    return {**checked[0], "settled": True, "method": f"{checked[0]['method']}, within each of "
-                                                    f"{len(states)} rounds"}
+    return replace(checked[0], settled=True,
+                   method=f"{checked[0].method}, within each of {len(states)} rounds")
 
 
 def _joined_rounds(receipt: Receipt, row: ResultRow, offset: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -152,7 +163,8 @@ def _join_rows(rows: Sequence[ResultRow], receipts: Sequence[Receipt], offsets: 
     return replace(rows[0], samples_ns=samples, round_sizes=tuple(n for sz, _ in parts for n in sz),
                    round_process=tuple(p for _, pr in parts for p in pr),
                    stages_ns=stages, summary=Summary.of(summary), steady_state=steady,
-                   reasons=tuple(keep + caveats(summary, steady)), clock_cross_check=None,
+                   reasons=tuple(keep + caveats(summary, steady.to_json() if steady else None)),
+                   clock_cross_check=None,
                    nulls=rows[0].nulls - {"clock_cross_check"})
 
 
@@ -168,6 +180,22 @@ def _processes(receipts: Sequence[Receipt],
     return offsets, tuple(joined)
 
 
+def _joined_settings(receipts: Sequence[Receipt], names: Sequence[str]) -> Settings:
+    """The first run's settings with every run's samples and rounds, and where each came from."""
+    # a receipt without settings gets them in the order a dict given these keys had
+    given = [r.settings or Settings(order=("repeats", "samples", "combined_from")) for r in receipts]
+    total = sum(int(s.samples or 0) for s in given)
+    repeats = sum(int(s.repeats or 1) for s in given)
+    joined = tuple(JoinedFrom(receipt=n, created_at=r.created_at, git=r.environment.git,
+                              nulls=frozenset() if r.environment.git is not None else frozenset({"git"}))
+                   for r, n in zip(receipts, names))
+    settings = replace(given[0], repeats=repeats, samples=total, combined_from=joined)
+    if settings.sampling is not None and settings.sampling.fixed:  # the joined count
+        settings = replace(settings, sampling=replace(settings.sampling, samples=total,
+                                                      p99_resolvable=total >= min_n_for_ci(0.99)))
+    return settings
+
+
 def combine(receipts: Sequence[Receipt], names: Sequence[str]) -> Receipt:
     """One receipt whose rows hold each input run as rounds, in input order."""
     if len(receipts) < 2:
@@ -179,14 +207,7 @@ def combine(receipts: Sequence[Receipt], names: Sequence[str]) -> Receipt:
     offsets, procs = _processes(receipts, names)
     rows = tuple(_join_rows([m[row.key] for m in by_key], receipts, offsets) for row in first.results)
     # every process is a replication: the diff counts them, whatever their rounds
-    total = sum(int((r.settings or {}).get("samples", 0) or 0) for r in receipts)
-    repeats = sum(int((r.settings or {}).get("repeats", 1) or 1) for r in receipts)
-    settings = {**(first.settings or {}), "repeats": repeats, "samples": total,
-                "combined_from": [{"receipt": n, "created_at": r.created_at,
-                                   "git": r.environment.get("git")} for r, n in zip(receipts, names)]}
-    sampling = settings.get("sampling")
-    if isinstance(sampling, Mapping) and sampling.get("mode") == "fixed":  # the joined count
-        settings["sampling"] = {**sampling, "samples": total, "p99_resolvable": total >= min_n_for_ci(0.99)}
+    settings = _joined_settings(receipts, names)
     return replace(first, results=rows, settings=settings, comparisons=None, processes=procs,
                    environment=_environment(receipts),
                    complete=False if not all(r.is_complete for r in receipts) else first.complete,

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from benchbox import stats
-from benchbox.receipts.model import ProcessRecord, Receipt, ResultRow
+from benchbox.receipts.model import GpuInfo, MachineLoad, Receipt, ResultRow
 from benchbox.receipts.replication import process_samples, processes
 
 #: Kinds of condition that make a row unreliable unless accepted.
@@ -47,34 +47,29 @@ MEASURED_PROCESSES = 2
 IDLE_REASONS = frozenset({"gpu_idle", "applications_clocks_setting"})
 
 
-def _busy(p: ProcessRecord) -> float | None:
-    load = p.load if isinstance(p.load, Mapping) else {}
-    busy = load.get("busy_fraction")
-    if isinstance(busy, (int, float)) and not isinstance(busy, bool):
-        return float(busy)
-    per_core = load.get("per_core")
-    return float(per_core) if isinstance(per_core, (int, float)) and not isinstance(per_core, bool) else None
+def _busy(load: MachineLoad | None) -> float | None:
+    return load.busy if load is not None else None
 
 
 def busy_processes(r: Receipt) -> tuple[int, int] | None:
     """(processes that started busy, processes with a load reading), or None without readings."""
-    known = [b for b in (_busy(p) for p in processes(r)) if b is not None]
+    known = [b for b in (_busy(p.load) for p in processes(r)) if b is not None]
     if not known:  # processes recorded without their load: the run's load at start
-        env_load = r.environment.get("load")
-        one = _busy(ProcessRecord(load=env_load)) if isinstance(env_load, Mapping) else None
+        one = _busy(r.environment.load)
         if one is None:
             return None
         known = [one]
     return sum(1 for b in known if b >= LOAD_BUSY), len(known)
 
 
-def load_warning(load: Any) -> str | None:
+def load_warning(load: MachineLoad | Mapping[str, Any] | None) -> str | None:
     """The warning a run gives as it starts on a busy machine (``environment.load``), or None."""
-    busy = _busy(ProcessRecord(load=load)) if isinstance(load, Mapping) else None
-    if busy is None or busy < LOAD_BUSY:
+    if isinstance(load, Mapping) and not isinstance(load, MachineLoad):
+        load = MachineLoad.of(load)
+    busy = _busy(load)
+    if load is None or busy is None or busy < LOAD_BUSY:
         return None
-    avg = load.get("load_avg_1min")
-    cores = load.get("cores")
+    avg, cores = load.load_avg_1min, load.cores
     also = (f"; load average {avg:.1f} on {cores} cores" if isinstance(avg, (int, float))
             and isinstance(cores, int) else "")
     return (f"warning: the machine is busy ({busy:.0%} of CPU time went to other work as the run "
@@ -84,10 +79,8 @@ def load_warning(load: Any) -> str | None:
 
 def _load_text(r: Receipt, counted: tuple[int, int]) -> str:
     if counted[1] == 1:
-        env_load = r.environment.get("load")
-        found = [b for b in (_busy(p) for p in processes(r)) if b is not None]
-        busy = found[0] if found else _busy(ProcessRecord(load=env_load if isinstance(env_load, Mapping)
-                                                           else None)) or 0.0
+        found = [b for b in (_busy(p.load) for p in processes(r)) if b is not None]
+        busy = found[0] if found else _busy(r.environment.load) or 0.0
         return f"{'busy' if busy >= LOAD_BUSY else 'idle'} ({busy:.0%} of CPU busy at start)"
     return f"busy at start in {counted[0]} of {counted[1]} processes"
 
@@ -116,22 +109,20 @@ def _working(r: Receipt) -> tuple[list[float], set[str], int]:
     clocks: list[float] = []
     reasons: set[str] = set()
     readings = 0
-    for p in processes(r):
-        gpu = p.gpu if isinstance(p.gpu, Mapping) else {}
-        readings += int(gpu.get("readings") or 0)
-        if isinstance(gpu.get("sm_clock_mhz"), (int, float)):
-            clocks.append(float(gpu["sm_clock_mhz"]))
-        reasons |= {str(x) for x in gpu.get("throttle_reasons") or () if x not in IDLE_REASONS}
+    for gpu in (p.gpu for p in processes(r) if p.gpu is not None):
+        readings += int(gpu.readings or 0)
+        if gpu.sm_clock_mhz is not None:
+            clocks.append(float(gpu.sm_clock_mhz))
+        reasons |= {str(x) for x in gpu.throttle_reasons or () if x not in IDLE_REASONS}
     return clocks, reasons, readings
 
 
 def _gpu_changes(base: Receipt, head: Receipt) -> list[str]:
     out = []
-    gb, gh = base.environment.get("gpu"), head.environment.get("gpu")
-    gb, gh = (g if isinstance(g, Mapping) else {} for g in (gb, gh))
+    gb, gh = (r.environment.gpu or GpuInfo() for r in (base, head))
     for key, label in (("driver", "driver"), ("power_limit_w", "power limit")):
-        if gb.get(key) != gh.get(key):
-            out.append(f"{label} {gb.get(key)} → {gh.get(key)}")
+        if getattr(gb, key) != getattr(gh, key):
+            out.append(f"{label} {getattr(gb, key)} → {getattr(gh, key)}")
     (cb, tb, nb), (ch, th, nh) = _working(base), _working(head)
     if cb and ch:
         mb, mh = float(np.median(cb)), float(np.median(ch))
@@ -146,11 +137,10 @@ def _gpu_changes(base: Receipt, head: Receipt) -> list[str]:
 def _controls(r: Receipt) -> tuple[list[float], float]:
     """The log p50 of the control workload per process, and the mean of their standard errors."""
     ys, ws = [], []
-    for p in processes(r):
-        c = p.control if isinstance(p.control, Mapping) else {}
-        if isinstance(c.get("p50_ns"), (int, float)) and c["p50_ns"] > 0:
-            ys.append(math.log(float(c["p50_ns"])))
-            ws.append(float(c.get("se_log") or 0.0))
+    for c in (p.control for p in processes(r) if p.control is not None):
+        if c.p50_ns is not None and c.p50_ns > 0:
+            ys.append(math.log(float(c.p50_ns)))
+            ws.append(float(c.se_log or 0.0))
     return ys, float(np.mean(ws)) if ws else 0.0
 
 
@@ -173,7 +163,8 @@ def environment_differences(base: Receipt, head: Receipt, threshold: float = 0.0
     """Kind → reason for each difference in what moves timings between the two runs."""
     eb, eh = base.environment, head.environment
     out: dict[str, str] = {}
-    cpu = [f"{k} {eb.get(k)} → {eh.get(k)}" for k in ("cpu", "cpu_count") if eb.get(k) != eh.get(k)]
+    cpu = [f"{k} {getattr(eb, k)} → {getattr(eh, k)}" for k in ("cpu", "cpu_count")
+           if getattr(eb, k) != getattr(eh, k)]
     if cpu:
         out["cpu"] = ", ".join(cpu)
     load = load_difference(base, head)
@@ -182,7 +173,8 @@ def environment_differences(base: Receipt, head: Receipt, threshold: float = 0.0
     gpu = _gpu_changes(base, head)
     if gpu:
         out["gpu"] = ", ".join(gpu)
-    versions = [f"{k} {eb.get(k)} → {eh.get(k)}" for k in ("torch", "cuda") if eb.get(k) != eh.get(k)]
+    versions = [f"{k} {getattr(eb, k)} → {getattr(eh, k)}" for k in ("torch", "cuda")
+                if getattr(eb, k) != getattr(eh, k)]
     if versions:
         out["versions"] = ", ".join(versions)
     machine = control_difference(base, head, threshold)
@@ -225,9 +217,9 @@ def row_flags(receipt: Receipt, row: ResultRow) -> dict[str, str]:
     rcv = robust_cv(process_samples(receipt, row))
     if rcv is not None and rcv > stats.NOISE_CV:
         out["noisy"] = f"robust coefficient of variation {rcv:.1%} exceeds {stats.NOISE_CV:.0%}"
-    for c in stats.caveats({}, row.steady_state):
-        if c.startswith("unsettled:"):
-            out["unsettled"] = c.split(": ", 1)[1]
+    s = row.steady_state
+    if s is not None and s.settled is False:
+        out["unsettled"] = stats.unsettled_text(s.shift, s.first_half_p50_ns, s.second_half_p50_ns)
     return out
 
 

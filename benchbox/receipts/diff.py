@@ -24,212 +24,42 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from benchbox import stats
 from benchbox.errors import FieldError, UsageError
 from benchbox.fallbacks import draw_causes, identity, probable_causes
+from benchbox.receipts.baseline import compare_runners
 from benchbox.receipts.conditions import (
-    CONDITION_KINDS,
     MEASURED_PROCESSES,
     RECEIPT_KINDS,
     environment_differences,
     row_conditions,
 )
+from benchbox.receipts.diff_result import (
+    ACCEPT_KINDS,
+    CAUSE_LINES,
+    DECLARED_KINDS,
+    EXPLAIN_STAGES,
+    IGNORED_OPTIONS,
+    JUDGED,
+    METRICS,
+    VERDICTS,
+    ComparisonRefused,
+    DiffOptions,
+    DiffResult,
+    DiffRow,
+    harness_floor,
+)
 from benchbox.receipts.judge import PLAUSIBLE_DRIFT, MetricDiff, Pending, fmt_delta, judge, measure
 from benchbox.receipts.model import ContractRecord, Receipt, ResultRow
 from benchbox.receipts.replication import process_samples, round_processes
 
-__all__ = ["ACCEPT_KINDS", "VERDICTS", "ComparisonRefused", "DiffOptions", "DiffResult", "DiffRow",
-           "MetricDiff", "accept_kinds", "check_contracts", "compare_runners", "diff_files",
-           "diff_receipts", "fmt_delta"]
-
-VERDICTS = ("slower", "faster", "unchanged", "unresolved", "unreliable", "invalid", "new", "removed",
-            "not comparable")
-#: Verdicts of a row whose statistics were taken: a diff with none of them could judge nothing.
-JUDGED = ("slower", "faster", "unchanged", "unresolved")
-#: Kinds of declared difference that make a row not comparable unless accepted with ``--accept``.
-DECLARED_KINDS = ("device", "model", "options", "incomplete")
-#: Every kind ``--accept`` takes: declared differences, then conditions. ``fallbacks`` is kept
-#: for old command lines and has no effect (compiler choices never block a comparison).
-ACCEPT_KINDS = (*DECLARED_KINDS, *CONDITION_KINDS, "fallbacks")
-#: Runner options that do not change what is measured (where a cache lives).
-IGNORED_OPTIONS = ("cache_dir",)
-#: Probable causes listed per row at most.
-CAUSE_LINES = 6
-METRICS = ("p50", "p99", "both")
-#: A median difference under this multiple of the harness floor is unresolved.
-FLOOR_MULTIPLE = float(stats.FLOOR_MULTIPLE)
-#: Stages named in an explanation at most.
-EXPLAIN_STAGES = 3
-
-
-class ComparisonRefused(UsageError):
-    """The two receipts cannot be compared at all (exit 2)."""
-
-
-@dataclass(frozen=True)
-class DiffOptions:
-    """How to judge a difference."""
-
-    threshold: float = 0.05
-    metric: str = "p50"
-    alpha: float = 0.05
-    level: float = 0.95
-    accept: frozenset[str] = frozenset()
-    floor_multiple: float = FLOOR_MULTIPLE
-    #: the run-to-run spread (sd of the log of a process's quantile) to take for a side of one
-    #: process, measured elsewhere; None: the other side's, else the largest measured
-    drift: float | None = None
-    #: the power at which the smallest detectable change and the processes needed are stated
-    power: float = stats.DETECT_POWER
-    #: how far the time between regions may move before the pacing counts as a condition
-    pacing_margin: float = 0.25
-
-    def __post_init__(self) -> None:
-        if not 0.0 < self.threshold < 1.0:
-            raise FieldError("threshold", f"must be between 0% and 100%, got {self.threshold:.4g}")
-        if self.metric not in METRICS:
-            raise FieldError("metric", f"must be one of {', '.join(METRICS)}, got {self.metric!r}")
-        if not 0.0 < self.alpha < 1.0:
-            raise FieldError("alpha", f"must be between 0 and 1, got {self.alpha}")
-        if not 0.5 <= self.level < 1.0:
-            raise FieldError("level", f"must be in [0.5, 1), got {self.level}")
-        bad = sorted(set(self.accept) - set(ACCEPT_KINDS))
-        if bad:
-            raise FieldError("accept", f"{bad[0]!r} is not one of {', '.join(ACCEPT_KINDS)}")
-        if self.drift is not None and not 0.0 <= self.drift < 5.0:
-            raise FieldError("drift", f"must be a spread between 0% and 500%, got {self.drift:.4g}")
-        if not 0.5 <= self.power < 1.0:
-            raise FieldError("power", f"must be in [0.5, 1), got {self.power}")
-        if not self.pacing_margin > 0:
-            raise FieldError("pacing_margin", f"must be above 0, got {self.pacing_margin}")
-
-
-@dataclass(frozen=True)
-class DiffRow:
-    """One (task, case, runner) row of a diff."""
-
-    task: str
-    case: str
-    runner: str
-    verdict: str
-    reason: str = ""
-    metrics: tuple[MetricDiff, ...] = ()
-    base_status: str | None = None
-    head_status: str | None = None
-    newly_invalid: bool = False
-    explanation: tuple[tuple[str, float], ...] = ()
-    #: what the compiler decided differently ("bmm → triton_mm at 3 sites"), compact
-    causes: tuple[str, ...] = ()
-    accepted: tuple[str, ...] = ()
-    #: the conditions that made the row unreliable (kinds)
-    conditions: tuple[str, ...] = ()
-
-    @property
-    def key(self) -> tuple[str, str, str]:
-        return self.task, self.case, self.runner
-
-    @property
-    def regression(self) -> bool:
-        """Whether this row fails the diff (exit 1)."""
-        return self.verdict == "slower" or self.newly_invalid
-
-    @property
-    def judged(self) -> MetricDiff | None:
-        """The first metric that was judged (not advisory) and has an interval."""
-        return next((m for m in self.metrics if not m.advisory and m.ci is not None), None)
-
-    @property
-    def detectable(self) -> float | None:
-        """The smallest relative change the row could have detected (its first judged metric)."""
-        m = self.judged
-        return m.detectable if m is not None else None
-
-    @property
-    def needed(self) -> int | None:
-        """Processes a side that would detect a change of the threshold's size."""
-        m = self.judged
-        return m.needed if m is not None else None
-
-    def explain(self) -> str:
-        """The stages whose medians moved most, e.g. "serialize +20.1 ms, d2h +0.4 ms"."""
-        return ", ".join(f"{s} {fmt_delta(d)}" for s, d in self.explanation)
-
-
-@dataclass(frozen=True)
-class DiffResult:
-    """A whole diff: what was compared, how, and one row per (task, case, runner)."""
-
-    base: str
-    head: str
-    contract: dict[str, Any]
-    options: DiffOptions
-    rows: tuple[DiffRow, ...]
-    notes: tuple[str, ...] = ()
-    floor_ns: float | None = None
-    #: processes per side (the most any row had)
-    processes: tuple[int, int] = (1, 1)
-
-    @property
-    def exit_code(self) -> int:
-        """1: a slower or newly invalid row; else 3 when a row is unreliable or no row could be
-        judged at all (every one not comparable, invalid, new, removed or without an interval);
-        else 0."""
-        if any(r.regression for r in self.rows):
-            return 1
-        if any(r.verdict == "unreliable" for r in self.rows):
-            return 3
-        return 0 if any(r.verdict in JUDGED and r.judged is not None for r in self.rows) else 3
-
-    def counts(self) -> dict[str, int]:
-        out = {v: 0 for v in VERDICTS}
-        for r in self.rows:
-            out[r.verdict] += 1
-        return {k: v for k, v in out.items() if v}
-
-    def resolution(self) -> dict[str, Any] | None:
-        """What the diff could resolve: the median and largest smallest-detectable change over
-        its judged rows, and the processes a side that would resolve the threshold on all."""
-        judged = [r for r in self.rows if r.detectable is not None]
-        if not judged:
-            return None
-        det = sorted(r.detectable for r in judged if r.detectable is not None)
-        short = [r for r in judged if (r.detectable or 0) > self.options.threshold]
-        needs = [r.needed for r in short]
-        return {"rows": len(judged), "median": det[len(det) // 2], "largest": det[-1],
-                "rows_over_threshold": len(short),
-                "needed": None if (not short or None in needs) else max(n for n in needs if n),
-                "processes": list(self.processes)}
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready form (``benchbox diff --format json``)."""
-        opts = asdict(self.options)
-        opts["accept"] = sorted(self.options.accept)
-        rows = []
-        for r in self.rows:
-            d = asdict(r)
-            d["explanation"] = [{"stage": s, "delta_ns": dl} for s, dl in r.explanation]
-            d["explain"] = r.explain()
-            d["regression"] = r.regression
-            d["causes"] = list(r.causes)
-            d["accepted"] = list(r.accepted)
-            d["conditions"] = list(r.conditions)
-            d["detectable"], d["needed"] = r.detectable, r.needed
-            d["metrics"] = [{**asdict(m), "ci": list(m.ci) if m.ci else None,
-                             "processes": list(m.processes), "spread": list(m.spread) if m.spread else None,
-                             "df": None if m.df is None or m.df == float("inf") else m.df}
-                            for m in r.metrics]
-            rows.append(d)
-        return {"base": self.base, "head": self.head, "contract": self.contract, "options": opts,
-                "floor_ns": self.floor_ns, "notes": list(self.notes), "counts": self.counts(),
-                "processes": list(self.processes), "resolution": self.resolution(),
-                "exit_code": self.exit_code, "rows": rows}
-
+__all__ = ["ACCEPT_KINDS", "DECLARED_KINDS", "JUDGED", "METRICS", "VERDICTS", "ComparisonRefused",
+           "DiffOptions", "DiffResult", "DiffRow", "MetricDiff", "accept_kinds", "check_contracts",
+           "compare_runners", "diff_receipts", "fmt_delta"]
 
 # -- refusals and comparability ------------------------------------------------------
 
@@ -279,7 +109,7 @@ def compiler_causes(b: ResultRow, h: ResultRow, limit: int = CAUSE_LINES) -> tup
     """What the compiler decided differently, by identity (measured values ignored), compact."""
     fb = [x.to_json() for x in b.fallbacks]
     fh = [x.to_json() for x in h.fallbacks]
-    drawn = tuple(draw_causes(b.runner_report.extra.get("compile"), h.runner_report.extra.get("compile")))
+    drawn = tuple(draw_causes(b.runner_report.section("compile"), h.runner_report.section("compile")))
     if sorted(map(identity, fb)) == sorted(map(identity, fh)):
         return drawn
     return drawn + (tuple(probable_causes(fb, fh, limit - len(drawn))) or ("compiler choices differ",))
@@ -294,12 +124,6 @@ def _dict_changes(a: dict[str, Any], b: dict[str, Any]) -> str:
     keys = sorted(set(a) | set(b))
     return ", ".join(f"{k} {_canon(a.get(k))} → {_canon(b.get(k))}" for k in keys
                      if _canon(a.get(k)) != _canon(b.get(k)))
-
-
-def _floor(receipt: Receipt, clock_used: str) -> float | None:
-    """The harness floor recorded in the receipt's calibration for this clock, if any."""
-    v = receipt.floor(clock_used)
-    return float(v) if v is not None else None
 
 
 def _explain(base: ResultRow, head: ResultRow, floor: float | None) -> tuple[tuple[str, float], ...]:
@@ -397,7 +221,7 @@ def _row(s: _Sides, key: tuple[str, str, str], b: ResultRow, h: ResultRow) -> Di
         return DiffRow(*key, "not comparable", accepted=tuple(accepted), **common,
                        reason="; ".join(f"{k}: {declared[k]}" for k in refused)
                        + " (pass " + " ".join(f"accept={k}" for k in refused) + " to compare anyway)")
-    fl = [f for f in (_floor(s.base, b.clock), _floor(s.head, h.clock)) if f is not None]
+    fl = [f for f in (harness_floor(s.base, b.clock), harness_floor(s.head, h.clock)) if f is not None]
     prior = opts.drift if opts.drift is not None else s.priors.get(key)
     return Pending(key, b, h, a, c, max(fl) if fl else None, prior=prior,
                    fallback=PLAUSIBLE_DRIFT.get(b.clock, PLAUSIBLE_DRIFT["host"]),
@@ -498,13 +322,6 @@ def _judged(pending: Sequence[Pending], opts: DiffOptions) -> dict[tuple[str, st
     return out
 
 
-def diff_files(base: str | Path, head: str | Path, options: DiffOptions | None = None) -> DiffResult:
-    """Load two receipts (through benchbox.receipts.load_receipt) and diff them."""
-    from benchbox.receipts import load_receipt
-
-    return diff_receipts(load_receipt(base), load_receipt(head), options, str(base), str(head))
-
-
 def accept_kinds(values: Iterable[str]) -> frozenset[str]:
     """Parse repeated/comma-separated ``--accept`` values."""
     out = {v.strip() for item in values for v in item.split(",") if v.strip()}
@@ -512,86 +329,3 @@ def accept_kinds(values: Iterable[str]) -> frozenset[str]:
     if bad:
         raise FieldError("accept", f"{bad[0]!r} is not one of {', '.join(ACCEPT_KINDS)}")
     return frozenset(out)
-
-
-# -- the runners of one run against its baseline runner ---------------------------------------
-
-METHOD = ("benchbox.receipts.diff (the diff engine): Welch's t on the processes' log-quantiles (paired "
-          "per process where the run had several), Holm per metric family")
-
-
-def _comparison_row(case: str, runner: str, baseline: str, b: ResultRow, h: ResultRow, verdict: str,
-                    reason: str, metrics: Sequence[MetricDiff] = ()) -> Any:
-    from benchbox.receipts.model import ComparisonRow
-
-    by = {m.metric: m for m in metrics}
-    sb, sh = b.summary, h.summary
-    d: dict[str, Any] = {"case": case, "runner": runner, "baseline": baseline,
-                         "p50_ratio": (sh.p50_ns or 0) / sb.p50_ns if sb.p50_ns else 0.0,
-                         "p99_ratio": (sh.p99_ns or 0) / sb.p99_ns if sb.p99_ns else None,
-                         "p50_verdict": verdict, "reason": reason, "method": METHOD}
-    for m in ("p50", "p99"):
-        if m in by:
-            d[f"{m}_ratio"] = by[m].ratio if by[m].ratio is not None else d[f"{m}_ratio"]
-            d[f"{m}_ratio_ci"] = list(by[m].ci) if by[m].ci else None
-            d[f"{m}_verdict"] = by[m].verdict
-    return ComparisonRow.of(d)
-
-
-def _runner_pending(receipt: Receipt, key: tuple[str, str, str], b: ResultRow, h: ResultRow,
-                    opts: DiffOptions, base_name: str) -> Pending | str:
-    """The statistics to take for one runner against the baseline, or why there are none."""
-    a, c = process_samples(receipt, b), process_samples(receipt, h)
-    measured = min(len(a), len(c)) >= MEASURED_PROCESSES
-    cond = {k: v for k, v in row_conditions(b, h, base_name, key[2], receipts=(receipt, receipt),
-                                            measured=measured).items()
-            if k != "versions" and k not in opts.accept}
-    if b.clock != h.clock:
-        return f"not comparable|timed with the {h.clock} clock vs the {b.clock} clock"
-    if cond:
-        return "unreliable|" + "; ".join(f"{k}: {v}" for k, v in cond.items())
-    paired = round_processes(receipt, b) == round_processes(receipt, h) and len(a) >= 2
-    return Pending(key, b, h, a, c, _floor(receipt, b.clock), prior=opts.drift,
-                   fallback=PLAUSIBLE_DRIFT.get(b.clock, PLAUSIBLE_DRIFT["host"]), paired=paired)
-
-
-def compare_runners(receipt: Receipt, baseline: str | None = None,
-                    options: DiffOptions | None = None) -> Any:
-    """Per case, each valid runner against the baseline runner, judged by the diff engine.
-
-    The baseline's row is BASE and the runner's row HEAD; rows flagged noisy or unsettled
-    are ``unreliable``, rows timed with different clocks ``not comparable``; Holm runs over
-    the rows of the run. Both rows come from the same processes, so with several processes
-    the comparison is paired. Invalid rows are listed as excluded.
-    """
-    from benchbox.receipts.model import Comparisons, Excluded
-
-    opts = options or DiffOptions(metric="both")
-    base_name = str(baseline or (receipt.settings or {}).get("baseline") or (receipt.runners or ("",))[0])
-    excluded = tuple(Excluded(runner=r.runner, case=r.case, status=r.status, reasons=r.reasons,
-                              extra={"options": r.runner_report.options})
-                     for r in receipt.results if r.status != "valid")
-    by_case: dict[str, dict[str, ResultRow]] = {}
-    for r in receipt.results:
-        if r.usable:
-            by_case.setdefault(r.case, {})[r.runner] = r
-    done: dict[tuple[str, str, str], Any] = {}
-    pending: list[Pending] = []
-    order: list[tuple[str, str, str]] = []
-    for case, runners in by_case.items():
-        b = runners.get(base_name)
-        for name, h in runners.items():
-            if b is None or name == base_name:
-                continue
-            key = (receipt.task.name, case, name)
-            order.append(key)
-            got = _runner_pending(receipt, key, b, h, opts, base_name)
-            if isinstance(got, str):
-                verdict, why = got.split("|", 1)
-                done[key] = _comparison_row(case, name, base_name, b, h, verdict, why)
-            else:
-                measure(got, opts)
-                pending.append(got)
-    for p, (verdict, reason, ms) in zip(pending, judge(pending, opts)):
-        done[p.key] = _comparison_row(p.key[1], p.key[2], base_name, p.base, p.head, verdict, reason, ms)
-    return Comparisons(baseline=base_name or None, rows=tuple(done[k] for k in order), excluded=excluded)

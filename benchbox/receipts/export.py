@@ -8,7 +8,7 @@ from typing import Any
 
 from benchbox.contracts import QUEUE, STAGES
 from benchbox.errors import MissingExtraError, UsageError
-from benchbox.receipts.model import Receipt, ResultRow
+from benchbox.receipts.model import GitState, GpuInfo, Receipt, ResultRow
 
 FORMATS = ("pyperf", "csv", "parquet")
 _SUFFIX = {"pyperf": ".pyperf.json", "csv": ".csv", "parquet": ".parquet"}
@@ -40,15 +40,14 @@ def environment_facts(receipt: Receipt) -> dict[str, Any]:
     ``device`` is the GPU's name, else the device string; ``commit`` the git commit of the
     working tree that ran (``dirty`` when it had changes).
     """
-    env = receipt.environment if isinstance(receipt.environment, dict) else {}
-    git = env.get("git") if isinstance(env.get("git"), dict) else {}
-    gpu = env.get("gpu") if isinstance(env.get("gpu"), dict) else {}
+    env = receipt.environment
+    git, gpu = env.git or GitState(), env.gpu or GpuInfo()
     facts: dict[str, Any] = {
-        "device": receipt.device, "dtype": getattr(receipt.task, "dtype", None), "size": receipt.task.size,
-        "commit": git.get("commit"), "dirty": git.get("dirty"), "created_at": receipt.created_at,
-        "cpu": env.get("cpu"), "cpu_count": env.get("cpu_count"), "hostname": env.get("hostname"),
-        "platform": env.get("platform"), "python": env.get("python"), "torch": env.get("torch"),
-        "cuda": env.get("cuda"), "gpu_driver": gpu.get("driver"),
+        "device": receipt.device, "dtype": receipt.task.dtype, "size": receipt.task.size,
+        "commit": git.commit, "dirty": git.dirty, "created_at": receipt.created_at,
+        "cpu": env.cpu, "cpu_count": env.cpu_count, "hostname": env.hostname,
+        "platform": env.platform, "python": env.python, "torch": env.torch,
+        "cuda": env.cuda, "gpu_driver": gpu.driver,
         "benchbox_version": receipt.benchbox_version,
     }
     plain = (str, int, float, bool)

@@ -14,18 +14,16 @@ one process.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from benchbox.receipts.model import ProcessRecord, Receipt, ResultRow
+from benchbox.receipts.model import MachineLoad, ProcessRecord, Receipt, ResultRow
 
 
 def _legacy_runs(receipt: Receipt) -> int:
-    settings = receipt.settings or {}
-    joined = settings.get("combined_from")
-    return len(joined) if isinstance(joined, list) and joined else 1
+    joined = receipt.settings.combined_from if receipt.settings is not None else None
+    return len(joined) if joined else 1
 
 
 def round_processes(receipt: Receipt, row: ResultRow) -> tuple[int, ...]:
@@ -33,9 +31,9 @@ def round_processes(receipt: Receipt, row: ResultRow) -> tuple[int, ...]:
     rounds = len(row.round_sizes)
     if row.round_process is not None and len(row.round_process) == rounds:
         return tuple(row.round_process)
-    settings = receipt.settings or {}
+    fresh = receipt.settings is not None and receipt.settings.fresh_processes is True
     runs = _legacy_runs(receipt)
-    if settings.get("fresh_processes") is True or (runs > 1 and runs == rounds):
+    if fresh or (runs > 1 and runs == rounds):
         return tuple(range(rounds))
     if runs > 1 and rounds % runs == 0:
         share = rounds // runs
@@ -60,12 +58,11 @@ def processes(receipt: Receipt) -> tuple[ProcessRecord, ...]:
     if receipt.processes:
         return receipt.processes
     env = receipt.environment
-    by_run = env.get("load_by_run")
+    by_run = env.load_by_run
     runs = _legacy_runs(receipt)
-    loads: list[Any] = list(by_run) if isinstance(by_run, list) and len(by_run) == runs else [None] * runs
-    first_load = env.get("load") if isinstance(env.get("load"), Mapping) else None
+    loads: list[Any] = list(by_run) if by_run is not None and len(by_run) == runs else [None] * runs
     out = []
     for i, busy in enumerate(loads):
-        load = {"busy_fraction": busy} if isinstance(busy, (int, float)) else (first_load if i == 0 else None)
+        load = MachineLoad(busy_fraction=busy) if busy is not None else (env.load if i == 0 else None)
         out.append(ProcessRecord(load=load, source="legacy receipt (processes not recorded)"))
     return tuple(out)

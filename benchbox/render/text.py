@@ -56,7 +56,7 @@ def compile_lines(results: Sequence[ResultRow]) -> list[str]:
     """What each compiling runner reused or found unstable (its report's one-line summaries)."""
     out, seen = [], set()
     for r in results:
-        comp = r.runner_report.extra.get("compile")
+        comp = r.runner_report.section("compile")
         if not isinstance(comp, Mapping) or r.runner in seen:
             continue
         seen.add(r.runner)

@@ -225,8 +225,7 @@ def _one_run(cfg: SelfCheckConfig, flavour: str, plan: RunPlan, out_dir: Path,
     if executed and plan.kind == "fixed":
         checks.append(trtexec.compare(receipts, report, str(report.get("flavour") or flavour), cfg.device,
                                       out_dir / f"trtexec-{flavour}-{plan.tag}.log"))
-    env_gpu = next(iter(receipts.values())).get("environment", {}).get("gpu")
-    gpu = str(env_gpu["name"]) if isinstance(env_gpu, dict) and env_gpu.get("name") else None
+    gpu = outcome.all[0].receipt.environment.gpu_name if outcome.all else None
     return (CheckedRun(plan, executed, reason, tuple(o.path for o in outcome.all), tuple(checks)),
             report, gpu)
 

@@ -93,9 +93,9 @@ def test_show_side_by_side_and_diff_tables_render(tmp_path: object) -> None:
     r = load_receipt(GOLDEN)
     text = side_by_side([r, r], ["a", "b"])
     assert "[1] p50 ms" in text and "[2] p50 ms" in text
-    from benchbox.receipts.diff import DiffOptions, diff_files
+    from benchbox.receipts.diff import DiffOptions, diff_receipts
 
-    out = diff_table(diff_files(GOLDEN, GOLDEN, DiffOptions()))
+    out = diff_table(diff_receipts(r, r, DiffOptions(), str(GOLDEN), str(GOLDEN)))
     assert "verdict" in out and "torch-eager" in out
 
 

@@ -17,8 +17,8 @@ from click.testing import CliRunner
 from benchbox import stats
 from benchbox.cli import main
 from benchbox.errors import UsageError
-from benchbox.receipts.diff import ComparisonRefused, DiffOptions
-from benchbox.receipts.diff import diff_files as _diff_files
+from benchbox.receipts.diff import ComparisonRefused, DiffOptions, diff_receipts
+from benchbox.receipts.io import load_receipt
 from tests.conftest import make_receipt
 from tests.support import loaded
 
@@ -55,6 +55,11 @@ def _cli(*args: str, env: dict[str, str] | None = None, conditions: bool = True)
     extra += [f"--drift={DRIFT:.0%}"] if args[0] == "diff" and "--drift" not in " ".join(args) else []
     r = CliRunner().invoke(main, [*args, *extra], env=env)
     return r.exit_code, r.output
+
+
+def _diff_files(base: Path, head: Path, options: DiffOptions) -> Any:
+    """The library diff of two receipt files, loaded as the CLI loads them."""
+    return diff_receipts(load_receipt(base), load_receipt(head), options, str(base), str(head))
 
 
 def diff_files(base: Path, head: Path, options: DiffOptions | None = None) -> Any:

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from benchbox.fallbacks import kernel_label
-from benchbox.receipts.diff import DiffOptions, compiler_causes, diff_files
+from benchbox.receipts import load_receipt
+from benchbox.receipts.diff import DiffOptions, compiler_causes, diff_receipts
 from benchbox.receipts.model import decode_receipt
 from benchbox.render import results_table
 from benchbox.run import RunConfig, run
@@ -124,8 +125,9 @@ def test_artifact_loaded_in_a_fresh_process_with_empty_caches_is_not_compiled_ag
 
 def test_the_same_artifact_on_both_sides_diffs_as_today_and_another_names_the_shas(
         saved: tuple, reloaded: tuple) -> None:
-    d = diff_files(saved[0] / "saved.json", reloaded[0],
-                   DiffOptions(accept=frozenset({"noisy", "unsettled", "load", "machine"})))
+    base, head = saved[0] / "saved.json", reloaded[0]
+    opts = DiffOptions(accept=frozenset({"noisy", "unsettled", "load", "machine"}))
+    d = diff_receipts(load_receipt(base), load_receipt(head), opts, str(base), str(head))
     (row,) = d.rows
     assert row.verdict not in ("not comparable", "invalid"), row.reason
     assert row.causes == ()  # one artifact: the same kernels, nothing to name

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchbox.receipts.diff import DiffOptions, diff_files
+from benchbox.receipts.diff import DiffOptions, diff_receipts
+from benchbox.receipts.io import load_receipt
 from benchbox.run import RunConfig, run
 
 MATMUL = "tests.compile_tasks:matmul_factory"
@@ -26,7 +27,8 @@ def _run(tmp: Path, name: str) -> Path:
 
 def test_two_compiled_runs_of_identical_code_are_comparable(tmp_path: Path) -> None:
     a, b = _run(tmp_path, "a"), _run(tmp_path, "b")
-    d = diff_files(a, b, DiffOptions(accept=frozenset({"noisy", "unsettled", "load", "machine"})))
+    opts = DiffOptions(accept=frozenset({"noisy", "unsettled", "load", "machine"}))
+    d = diff_receipts(load_receipt(a), load_receipt(b), opts, str(a), str(b))
     assert d.rows
     for row in d.rows:
         assert row.verdict not in ("not comparable", "invalid"), row.reason

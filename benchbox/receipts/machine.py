@@ -1,0 +1,158 @@
+"""Where a run measured: the machine's environment, the harness's calibration and the processes
+that took samples."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from benchbox.receipts.record import Base, Count, Facts, Ns
+from benchbox.receipts.typed import spec
+
+# -- the environment ------------------------------------------------------------------------
+
+#: A fact as the machine reported it: any JSON value (a receipt is not refused for an odd one; a
+#: reader that needs a kind checks it).
+Fact = Any
+
+
+@dataclass(frozen=True, kw_only=True)
+class MachineLoad(Facts):
+    """How busy the machine was as a run (or a process) started."""
+
+    cores: Fact = spec(omit_none=True)
+    load_avg_1min: Fact = spec(omit_none=True)
+    per_core: Fact = spec(omit_none=True, description="the load average per core")
+    busy_fraction: Fact = spec(omit_none=True, description="the fraction of CPU time other work took "
+                                                           "over window_s")
+    window_s: Fact = spec(omit_none=True)
+    run: Fact = spec(omit_none=True, description="joined runs: the busiest run, from 1")
+    of_runs: Fact = spec(omit_none=True)
+
+    @property
+    def busy(self) -> float | None:
+        """The fraction of the CPU other work took (else the load average per core; None: unknown)."""
+        for v in (self.busy_fraction, self.per_core):
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                return float(v)
+        return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class GitState(Facts):
+    """The commit of the checkout that ran, and whether it had changes."""
+
+    commit: Fact = spec(omit_none=True)
+    dirty: Fact = spec(omit_none=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuInfo(Facts):
+    """The GPU a run measured on (its properties, and what nvidia-smi reports)."""
+
+    name: Fact = spec(omit_none=True)
+    capability: Fact = spec(omit_none=True)
+    memory_bytes: Fact = spec(omit_none=True)
+    multiprocessors: Fact = spec(omit_none=True)
+    driver: Fact = spec(omit_none=True)
+    power_limit_w: Fact = spec(omit_none=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Environment(Facts):
+    """What the run ran on: software versions, device, CPU, git state, load at start."""
+
+    python: Fact = spec(omit_none=True)
+    platform: Fact = spec(omit_none=True)
+    hostname: Fact = spec(omit_none=True)
+    cpu: Fact = spec(omit_none=True)
+    cpu_count: Fact = spec(omit_none=True)
+    device: Fact = spec(omit_none=True)
+    benchbox: Fact = spec(omit_none=True)
+    git: GitState | None = spec(omit_none=True)
+    system: dict[str, Any] | None = spec(omit_none=True, description="pyperf's system metadata, CPU "
+                                                                     "governors")
+    load: MachineLoad | None = spec(omit_none=True)
+    torch: Fact = spec(omit_none=True)
+    torch_threads: Fact = spec(omit_none=True)
+    cuda: Fact = spec(omit_none=True)
+    gpu: GpuInfo | None = spec(omit_none=True)
+    gpu_state_before: dict[str, Any] | None = spec(omit_none=True)
+    gpu_state_after: dict[str, Any] | None = spec(omit_none=True)
+    load_by_run: list[float | None] | None = spec(omit_none=True, description="joined runs: each "
+                                                        "run's busy fraction at start")
+
+    @property
+    def gpu_name(self) -> str | None:
+        return str(self.gpu.name) if self.gpu is not None and self.gpu.name else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Floors(Base):
+    """The floor per clock: a difference under ``floor_multiple`` × it is unresolvable."""
+
+    host: Ns | None = spec()
+    device: Ns | None = spec()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Calibration(Base):
+    """The harness's measured floors (clock read, empty call, event pair); ``error`` if it failed."""
+
+    floors: Floors | None = spec(omit_none=True)
+    error: str | None = spec(omit_none=True)
+
+    def floor(self, clock: str) -> int | None:
+        """The floor of results timed with ``clock`` (None: not measured)."""
+        if self.floors is None:
+            return None
+        return self.floors.device if clock == "device" else self.floors.host
+
+
+# -- the processes that took the samples ----------------------------------------------------
+
+@dataclass(frozen=True, kw_only=True)
+class GpuWhileWorking(Facts):
+    """The GPU's state while a process worked, read right after each case's samples."""
+
+    readings: int | None = spec(omit_none=True)
+    idle_readings: int | None = spec(omit_none=True)
+    sm_clock_mhz: float | None = spec(omit_none=True, description="median of the readings not idle")
+    sm_clock_min_mhz: float | None = spec(omit_none=True)
+    throttle_reasons: tuple[str, ...] | None = spec(omit_none=True)
+    source: str | None = spec(omit_none=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ControlRecord(Facts):
+    """The control workload: a fixed piece of host work timed in one process."""
+
+    name: str | None = spec(omit_none=True)
+    n: int | None = spec(omit_none=True)
+    p50_ns: float | None = spec(omit_none=True)
+    se_log: float | None = spec(omit_none=True, description="standard error of the log p50")
+    min_ns: float | None = spec(omit_none=True)
+    what: str | None = spec(omit_none=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProcessRecord(Base):
+    """One process that measured: a replication of the run. A fresh process re-draws everything
+    a run depends on (memory layout, hash seed, thread placement, compile draws); rounds taken in
+    one process are sub-samples of one replication."""
+
+    pid: int | None = spec(omit_none=True)
+    started_at: str | None = spec(omit_none=True, description="ISO 8601 time the process started "
+                                                              "measuring (UTC)")
+    source: str | None = spec(omit_none=True, description="the receipt it was joined from (combine)")
+    rounds: Count | None = spec(omit_none=True, description="rounds this process took")
+    load: MachineLoad | None = spec(omit_none=True, description="how busy the machine was as the "
+                                                                "process started (busy_fraction)")
+    gpu: GpuWhileWorking | None = spec(omit_none=True, description="the GPU while it worked: SM clock "
+                                       "and the throttle reasons read right after each case's samples")
+    control: ControlRecord | None = spec(omit_none=True, description="the control workload, a fixed "
+                                         "piece of host work timed in this process: p50_ns, n, name")
+    quieting: dict[str, Any] | None = spec(omit_none=True, description="what was done against noise: "
+                                           "CPU affinity, hash seed, garbage collector, threads")
+
+

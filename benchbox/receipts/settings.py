@@ -1,0 +1,76 @@
+"""How a run was set up: the run's settings as its receipt records them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from benchbox.receipts.machine import GitState
+from benchbox.receipts.record import Facts
+from benchbox.receipts.typed import spec
+
+
+@dataclass(frozen=True, kw_only=True)
+class OverloadBound(Facts):
+    """The declared point past which paced arrivals count as an overload."""
+
+    max_backlog: int | None = spec(omit_none=True, description="requests due but not started")
+    max_queue_ms: float | None = spec(omit_none=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sampling(Facts):
+    """The sampling policy: a fixed count, or adaptive with its target and limits."""
+
+    mode: str | None = spec(omit_none=True, description="fixed or adaptive")
+    samples: int | None = spec(omit_none=True)
+    target_ci_pct: float | None = spec(omit_none=True)
+    warmup: int | None = spec(omit_none=True)
+    p99_resolvable: bool | None = spec(omit_none=True)
+    rule: str | None = spec(omit_none=True)
+    max_samples: int | None = spec(omit_none=True)
+    max_time_s: float | None = spec(omit_none=True)
+    min_samples: int | None = spec(omit_none=True)
+    check_every: int | None = spec(omit_none=True)
+
+    @property
+    def fixed(self) -> bool:
+        return self.mode == "fixed"
+
+
+@dataclass(frozen=True, kw_only=True)
+class JoinedFrom(Facts):
+    """One receipt a joined receipt was made of."""
+
+    receipt: str | None = spec(omit_none=True)
+    created_at: str | None = spec(omit_none=True)
+    git: GitState | None = spec(omit_none=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings(Facts):
+    """The run's settings: samples, rounds, device, sampling, runners, gates, labels..."""
+
+    warmup: int | None = spec(omit_none=True)
+    samples: int | None = spec(omit_none=True)
+    repeats: int | None = spec(omit_none=True, description="rounds, each in a fresh process or not")
+    device: str | None = spec(omit_none=True)
+    sampling: Sampling | None = spec(omit_none=True, description="the sampling policy: fixed or "
+                                                                 "adaptive, and its limits")
+    runners: tuple[Any, ...] | None = spec(omit_none=True, description="in the order measured")
+    baseline: str | None = spec(omit_none=True)
+    gates: dict[str, Any] | None = spec(omit_none=True, description="accuracy gate thresholds")
+    contracts_in_run: tuple[str, ...] | None = spec(omit_none=True)
+    case_time_limit_s: float | None = spec(omit_none=True)
+    settle_s: float | None = spec(omit_none=True)
+    labels: dict[str, Any] | None = spec(omit_none=True, description="facts about the run's conditions")
+    overload_bound: OverloadBound | None = spec(omit_none=True)
+    fresh_processes: bool | None = spec(omit_none=True)
+    gc_mode: str | None = spec(omit_none=True)
+    combined_from: tuple[JoinedFrom, ...] | None = spec(omit_none=True, description="the receipts "
+                                                                                   "joined into this one")
+
+    @property
+    def runner_names(self) -> tuple[str, ...]:
+        """The declared runners (names only), in order, once each."""
+        return tuple(dict.fromkeys(r for r in self.runners or () if isinstance(r, str)))
