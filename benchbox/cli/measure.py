@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from benchbox.cli import _LIST_FORMAT, _declared, _echo, _flagged, _one_line, main
+from benchbox.cli.app import _LIST_FORMAT, _declared, _echo, _flagged, _one_line, main
 from benchbox.run.config import DTYPES, RunConfig, default, help_text
 from benchbox.run.options import RUN, SWEEP, Option, alias_param, options, parse, sweep_help, valid_values
 from benchbox.runners import ENTRIES, CliAlias
