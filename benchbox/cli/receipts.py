@@ -12,7 +12,16 @@ from typing import Any
 
 import click
 
-from benchbox.cli.app import _LIST_FORMAT, _declared, _detector, _diff_default, _echo, _flagged, _HelpGroup, main
+from benchbox.cli.app import (
+    _LIST_FORMAT,
+    _declared,
+    _detector,
+    _diff_default,
+    _echo,
+    _flagged,
+    _HelpGroup,
+    main,
+)
 from benchbox.errors import UsageError
 from benchbox.run.options import fraction, percent
 
