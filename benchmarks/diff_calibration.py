@@ -73,6 +73,7 @@ def receipt(rows: dict[str, list[np.ndarray]]) -> Receipt:
         samples = tuple(int(v) for p in procs for v in np.asarray(p).round())
         results.append(replace(ROW, case=case, samples_ns=samples, round_sizes=tuple(len(p) for p in procs),
                                round_process=tuple(range(len(procs))), stages_ns={"parse": samples},
+                               process_probe_ns=None,
                                summary=Summary.of(stats.summarize(samples)), request_sha256=None,
                                steady_state=None, reasons=()))
     cases = tuple(replace(TEMPLATE.task.cases[0], name=c, request_sha256="0" * 64) for c in rows)
