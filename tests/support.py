@@ -87,5 +87,6 @@ def synthetic_receipt(rows: dict, *, repeats: int = 1, environment: dict | None 
     doc["task"]["cases"] = list(cases.values())
     doc["results"] = results
     named = {"control": {"name": "json-sort-v1", "row_probe": "sort-200k-v1"}} if probes else {}
-    doc["processes"] = processes if processes is not None else [{"pid": 1000 + i, **named} for i in range(most)]
+    bare = [{"pid": 1000 + i, **named} for i in range(most)]
+    doc["processes"] = processes if processes is not None else bare
     return decode_receipt(doc, "synthetic")

@@ -105,8 +105,8 @@ def test_the_adjusted_interval_holds_its_level_on_identical_sides(k: int) -> Non
         m = rng.normal(0.0, 0.2, 2 * k)
         y = m + rng.normal(0.0, 0.03, 2 * k)
         c = m + rng.normal(0.0, 0.03, 2 * k)
-        got = stats.adjusted_log_ratio(stats.Replicates(tuple(y[:k]), 0.0), stats.Replicates(tuple(y[k:]), 0.0),
-                                       c[:k], c[k:])
+        base, head = stats.Replicates(tuple(y[:k]), 0.0), stats.Replicates(tuple(y[k:]), 0.0)
+        got = stats.adjusted_log_ratio(base, head, c[:k], c[k:])
         covered += got.ci[0] <= 1.0 <= got.ci[1]
     assert 0.92 <= covered / reps <= 0.98
 
