@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # The CI recipe's design on one H200, with the row probe: +10% on HEAD, then identical code,
 # each side 5 alternating one-round fresh processes, the recipe's defaults (80 samples a
-# process, --threads 1, --warmup 10). Results and the kept receipts (one tarball each) into $OUT.
+# process: --samples 400 over --repeats 5, --threads 1, --warmup 10). Results and the kept receipts (one tarball each) into $OUT.
 # Usage: OUT=dir bash benchmarks/h200_ci_probe.sh
 set -u
 OUT=${OUT:-.}
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv > "$OUT/gpu.csv"
-common="--device cuda --runner torch-eager --case invoice --case image --samples 80 --repeats 5
-        --threads 1 --warmup 10 --reps 1"
+common="--device cuda --runner torch-eager --case invoice --case image --samples 400 --repeats 5
+        --threads 1 --warmup 10 --reps ${REPS:-1}"
 for scen in rest+slow rest; do
   name=${scen/+/-}
   # shellcheck disable=SC2086

@@ -118,3 +118,31 @@ def test_no_adjustment_without_two_processes_a_side_or_with_a_constant_probe() -
     assert stats.adjusted_log_ratio(one, three, [1.0], [1.0, 2.0, 3.0]) is None
     assert stats.adjusted_log_ratio(two, two, [1.0, 2.0], [1.0, 2.0]) is None  # n = 4 < 5
     assert stats.adjusted_log_ratio(three, three, [1.0] * 3, [1.0] * 3) is None
+
+
+def test_a_moved_machine_is_stated_and_adjusted_for_not_a_refusal() -> None:
+    """Every HEAD process ran on a machine 20% slower (the control workload and the probe say so);
+    the code did not change. Without the probe the row is unreliable (machine); with it the row is
+    judged on what the machine's state does not explain, and the move is stated as accepted."""
+    rng = np.random.default_rng(11)
+
+    def side(k: int, machine: float, probe_name: str | None):
+        rounds, probes, procs = [], [], []
+        for i in range(k):
+            m = machine + rng.normal(0.0, 0.15)
+            rounds.append(1e6 * math.exp(m) * np.exp(rng.normal(0.0, 0.02, 60)))
+            probes.append(int(8e5 * math.exp(m + rng.normal(0.0, 0.01))))
+            control = {"name": "json-sort-v1", "p50_ns": int(3e5 * math.exp(machine) * (1 + i / 1000)),
+                       "se_log": 0.001}
+            procs.append({"pid": 100 + i, "control": {**control, "row_probe": probe_name} if probe_name
+                          else control})
+        return synthetic_receipt({KEY: rounds}, repeats=k, processes=procs,
+                                 probes={KEY: probes} if probe_name else None)
+
+    bare = benchbox.diff(side(5, 0.0, None), side(5, math.log(1.2), None), threshold=0.05).rows[0]
+    assert bare.verdict == "unreliable" and "machine" in bare.conditions
+    got = benchbox.diff(side(5, 0.0, control.PROBE), side(5, math.log(1.2), control.PROBE),
+                        threshold=0.05).rows[0]
+    assert got.verdict not in ("unreliable", "slower"), got.reason
+    assert any(a.startswith("machine:") for a in got.accepted)
+    assert "adjusted for the row probe" in got.reason
