@@ -266,8 +266,9 @@ def _probe_main(args: argparse.Namespace, argv: list[str] | None) -> dict[str, A
            "within_process": {"body_sigma": BODY, "tail_share": TAIL_SHARE, "tail_factor": TAIL},
            "probe": "the process's drift moves the probe at half its strength in log, 2% noise of its own",
            "cells": cells, "seconds": round(time.time() - t0, 1)}
-    print("\n".join(f"| {c['probe_tracks']} | {c['K']} | {c['sigma']:.0%} | {_pct(c['false_alarm'])} | "
-                    f"{_pct(c['coverage'])} | {_pct(c['power_10'])} | {_pct(c['power_25'])} |" for c in cells))
+    for c in cells:
+        print(f"| {c['probe_tracks']} | {c['K']} | {c['sigma']:.0%} | {_pct(c['false_alarm'])} | "
+              f"{_pct(c['coverage'])} | {_pct(c['power_10'])} | {_pct(c['power_25'])} |")
     if args.out:
         args.out.write_text(json.dumps(out, indent=1) + "\n")
     return out
