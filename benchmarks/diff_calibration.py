@@ -65,19 +65,38 @@ def draw(rng: np.random.Generator, k: int, n: int, sigma: float, scale: float = 
     return out
 
 
-def receipt(rows: dict[str, list[np.ndarray]]) -> Receipt:
-    """A receipt whose rows (case → one array per process) were each taken by those processes."""
+def draw_probed(rng: np.random.Generator, k: int, n: int, sigma: float, scale: float = 1.0,
+                tracks: bool = True) -> tuple[list[np.ndarray], list[int]]:
+    """As :func:`draw`, with the row probe timed beside each process: the process's drift moves
+    it at half the strength in log (as on the 2-core machine: a model call ×2.4 between
+    processes, the probe ×1.6), with 2% noise of its own; ``tracks=False``: a probe that moves
+    independently of the row (σ of its own), to show an unrelated probe costs validity nothing."""
+    out, probes = [], []
+    for _ in range(k):
+        m = rng.normal(0.0, sigma)
+        x = MS * scale * math.exp(m) * np.exp(rng.normal(0.0, BODY, n))
+        out.append(np.where(rng.random(n) < TAIL_SHARE, x * TAIL, x))
+        c = m / 2 if tracks else rng.normal(0.0, max(sigma, 0.02))
+        probes.append(int(8e5 * math.exp(c + rng.normal(0.0, 0.02))))
+    return out, probes
+
+
+def receipt(rows: dict[str, list[np.ndarray]], probes: dict[str, list[int]] | None = None) -> Receipt:
+    """A receipt whose rows (case → one array per process) were each taken by those processes
+    (``probes``: case → the row probe of each process)."""
     results = []
     k = max(len(p) for p in rows.values())
+    named = {"name": "json-sort-v1", "row_probe": "sort-200k-v1"} if probes else None
     for case, procs in rows.items():
         samples = tuple(int(v) for p in procs for v in np.asarray(p).round())
         results.append(replace(ROW, case=case, samples_ns=samples, round_sizes=tuple(len(p) for p in procs),
                                round_process=tuple(range(len(procs))), stages_ns={"parse": samples},
+                               process_probe_ns=tuple(probes[case]) if probes else None,
                                summary=Summary.of(stats.summarize(samples)), request_sha256=None,
                                steady_state=None, reasons=()))
     cases = tuple(replace(TEMPLATE.task.cases[0], name=c, request_sha256="0" * 64) for c in rows)
     return replace(TEMPLATE, results=tuple(results), task=replace(TEMPLATE.task, cases=cases),
-                   processes=tuple(ProcessRecord(pid=i) for i in range(k)))
+                   processes=tuple(ProcessRecord(pid=i, control=named) for i in range(k)))
 
 
 def cell(rng: np.random.Generator, k: int, sigma: float, reps: int, n: int, old: bool) -> dict[str, Any]:
@@ -138,6 +157,34 @@ def old_rule(a: list[np.ndarray], b: list[np.ndarray], n_resamples: int = 500,
     return math.exp(est), (math.exp(lo), math.exp(hi)), 2.0 * (tail + 1) / (n_resamples + 1)
 
 
+def probe_cell(rng: np.random.Generator, k: int, sigma: float, reps: int, n: int,
+               tracks: bool) -> dict[str, Any]:
+    """One (K, σ) cell of receipts that carry the row probe: false alarms, coverage, power."""
+    hits = {"false_alarm": 0, "covered": 0, "judged": 0, "adjusted": 0, "power_10": 0, "power_25": 0}
+    detect = []
+    for _ in range(reps):
+        (a, pa), (b, pb) = draw_probed(rng, k, n, sigma, tracks=tracks), draw_probed(rng, k, n, sigma,
+                                                                                     tracks=tracks)
+        same = diff_receipts(receipt({"c": a}, {"c": pa}), receipt({"c": b}, {"c": pb}))
+        m = same.rows[0].metrics[0]
+        hits["false_alarm"] += same.exit_code == 1
+        hits["adjusted"] += bool(m.spread and m.spread[0] == "adjusted")
+        if m.ci is not None:
+            hits["judged"] += 1
+            hits["covered"] += m.ci[0] <= 1.0 <= m.ci[1]
+        if m.detectable is not None:
+            detect.append(m.detectable)
+        for effect, key in ((1.10, "power_10"), (1.25, "power_25")):
+            h, ph = draw_probed(rng, k, n, sigma, effect, tracks)
+            slow = diff_receipts(receipt({"c": a}, {"c": pa}), receipt({"c": h}, {"c": ph}))
+            hits[key] += slow.rows[0].verdict == "slower"
+    return {"K": k, "sigma": sigma, "reps": reps, "probe_tracks": tracks,
+            "false_alarm": hits["false_alarm"] / reps, "adjusted": hits["adjusted"] / reps,
+            "coverage": hits["covered"] / hits["judged"] if hits["judged"] else None,
+            "power_10": hits["power_10"] / reps, "power_25": hits["power_25"] / reps,
+            "detectable_median": float(np.median(detect)) if detect else None}
+
+
 def many_rows(rng: np.random.Generator, k: int, reps: int, sigma: float = 0.05) -> float:
     """P(exit 1) of 20 unchanged rows under --metric both (400 samples a process, so p99 is judged)."""
     alarms = 0
@@ -183,8 +230,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--old", action="store_true", help="also the replaced rule, for comparison")
     ap.add_argument("--ks", type=int, nargs="*", default=list(KS))
     ap.add_argument("--sigmas", type=float, nargs="*", default=list(SIGMAS))
+    ap.add_argument("--probe", action="store_true",
+                    help="only receipts that carry the row probe (the adjusted rule), tracking and not")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
+    if args.probe:
+        return _probe_main(args, argv)
     rng = np.random.default_rng(args.seed)
     t0 = time.time()
     cells = []
@@ -197,6 +248,27 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
            "within_process": {"body_sigma": BODY, "tail_share": TAIL_SHARE, "tail_factor": TAIL},
            "cells": cells, "family": family, "seconds": round(time.time() - t0, 1)}
     print(table(out))
+    if args.out:
+        args.out.write_text(json.dumps(out, indent=1) + "\n")
+    return out
+
+
+def _probe_main(args: argparse.Namespace, argv: list[str] | None) -> dict[str, Any]:
+    rng = np.random.default_rng(args.seed)
+    t0 = time.time()
+    cells = []
+    for tracks in (True, False):
+        for k in [k for k in args.ks if k >= 3]:
+            for sigma in args.sigmas:
+                cells.append(probe_cell(rng, k, sigma, args.reps, args.samples, tracks))
+                print(json.dumps(cells[-1]), file=sys.stderr, flush=True)
+    out = {"command": "python -m benchmarks.diff_calibration " + " ".join(argv or sys.argv[1:]),
+           "within_process": {"body_sigma": BODY, "tail_share": TAIL_SHARE, "tail_factor": TAIL},
+           "probe": "the process's drift moves the probe at half its strength in log, 2% noise of its own",
+           "cells": cells, "seconds": round(time.time() - t0, 1)}
+    for c in cells:
+        print(f"| {c['probe_tracks']} | {c['K']} | {c['sigma']:.0%} | {_pct(c['false_alarm'])} | "
+              f"{_pct(c['coverage'])} | {_pct(c['power_10'])} | {_pct(c['power_25'])} |")
     if args.out:
         args.out.write_text(json.dumps(out, indent=1) + "\n")
     return out

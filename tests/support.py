@@ -39,7 +39,8 @@ def loaded(path: object) -> dict:
 
 def synthetic_receipt(rows: dict, *, repeats: int = 1, environment: dict | None = None,
                       calibration: dict | None = None, fallbacks: dict | None = None,
-                      in_process: bool = False, processes: list[dict] | None = None):
+                      in_process: bool = False, processes: list[dict] | None = None,
+                      probes: dict | None = None):
     """A receipt (the golden one's header) whose rows hold the given samples.
 
     ``rows`` maps (runner, case) to a list of rounds (each a sequence of nanoseconds). Each
@@ -77,10 +78,15 @@ def synthetic_receipt(rows: dict, *, repeats: int = 1, environment: dict | None 
                    stages_ns={"parse": samples}, reasons=[], summary=stats.summarize(samples),
                    steady_state=stats.steady_state(samples) if len(rounds) < 2
                    else stats.steady_state_rounds([np.asarray(r).round().astype(int) for r in rounds]))
+        row.pop("process_probe_ns", None)
+        if probes and (runner, case) in probes:
+            row["process_probe_ns"] = [int(v) for v in probes[(runner, case)]]
         row["runner_report"] = dict(template["runner_report"],
                                     fallbacks=(fallbacks or {}).get((runner, case), []))
         results.append(row)
     doc["task"]["cases"] = list(cases.values())
     doc["results"] = results
-    doc["processes"] = processes if processes is not None else [{"pid": 1000 + i} for i in range(most)]
+    named = {"control": {"name": "json-sort-v1", "row_probe": "sort-200k-v1"}} if probes else {}
+    bare = [{"pid": 1000 + i, **named} for i in range(most)]
+    doc["processes"] = processes if processes is not None else bare
     return decode_receipt(doc, "synthetic")

@@ -6,11 +6,20 @@ and sum its numbers, encode it again: the kind of host work a task's ``parse`` a
 caches), not a change to the task or runner. So a diff can tell machine drift from a code
 change: when the control moved beyond the threshold, the row is ``unreliable (machine)``
 (:func:`benchbox.receipts.conditions.control_difference`).
+
+The **row probe** (:func:`probe`) is the second half: a fixed piece of memory-bound work (sort
+a copy of 200,000 fixed doubles, 1.6 MB: more than a core's L2) timed a few times right before
+and right after each row's samples. A shared host's speed for such work moves over seconds —
+other tenants filling the last-level cache and the memory bus — and a model's call moves with
+it, while cache-resident work such as the control above hardly does (on a 2-core cloud VM: a
+tiny model's call ×2.4 between processes, this probe ×1.6 alongside it, the JSON control
+±3%). The diff adjusts each row's processes for it (:func:`benchbox.stats.adjusted_log_ratio`).
 """
 
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -42,6 +51,29 @@ def _work(doc: bytes) -> int:
     return len(json.dumps(obj)) + int(total)
 
 
+#: The row probe's name and version (a change to its work is a new version, never adjusted across).
+PROBE = "sort-200k-v1"
+#: Timed probe calls on each side of a row's samples (after one untimed call).
+PROBE_CALLS = 8
+
+
+@lru_cache(maxsize=1)
+def _probe_data() -> np.ndarray:
+    return np.random.default_rng(20261204).random(200_000)
+
+
+def probe(clock: HostClock = host_clock, calls: int = PROBE_CALLS) -> list[int]:
+    """Time the row probe ``calls`` times (after one untimed call): the durations in ns."""
+    data = _probe_data()
+    np.sort(data)
+    out = []
+    for _ in range(calls):
+        t0 = clock()
+        np.sort(data)
+        out.append(clock() - t0)
+    return out
+
+
 def measure_control(clock: HostClock = host_clock, calls: int = CALLS,
                     warmup: int = WARMUP) -> dict[str, Any]:
     """Time the control ``calls`` times after ``warmup`` untimed calls: its p50, the standard
@@ -55,6 +87,6 @@ def measure_control(clock: HostClock = host_clock, calls: int = CALLS,
         _work(doc)
         samples[i] = clock() - t0
     x = np.sort(samples)
-    return {"name": NAME, "n": calls, "p50_ns": int(round(quantile(x, 0.5))),
+    return {"name": NAME, "row_probe": PROBE, "n": calls, "p50_ns": int(round(quantile(x, 0.5))),
             "se_log": log_quantile_se(x, 0.5), "min_ns": int(x[0]),
             "what": "decode a fixed 12 KB JSON document, sort and sum its numbers, encode it again"}

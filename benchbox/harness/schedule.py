@@ -27,6 +27,7 @@ from typing import Any
 
 from benchbox.contracts import QUEUE, STAGES, Contract
 from benchbox.errors import error_line
+from benchbox.harness.control import probe
 from benchbox.harness.loop import Harness, Measurement, StopSampling
 from benchbox.harness.sampling import SamplingPolicy
 
@@ -97,6 +98,7 @@ def merge(parts: Sequence[Measurement], stop_reason: str | None = None) -> Measu
         if part.samples_ns:
             out.round_sizes.extend(part.rounds())
         out.samples_ns.extend(part.samples_ns)
+        out.probe_ns.extend(part.probe_ns)
         for s, v in part.stages_ns.items():
             out.stages_ns.setdefault(s, []).extend(v)
     if parts:
@@ -114,8 +116,20 @@ def sample(harnesses: Sequence[Harness], task: Any, runner: Any, request: bytes,
     """Sample every contract of ``harnesses`` on one (runner, case); one :class:`Sampled` each.
 
     ``stop(inner)`` wraps a contract's own stop rule (None for fixed counts) into the
-    callback the harness calls after every sample.
+    callback the harness calls after every sample. The row probe is timed right before and
+    right after (:func:`benchbox.harness.control.probe`), outside every region.
     """
+    before = probe()
+    out = _sample(harnesses, task, runner, request, policy, stop)
+    after = probe()
+    for s in out:
+        if s.measurement.samples_ns:
+            s.measurement.probe_ns = [*before, *after]
+    return out
+
+
+def _sample(harnesses: Sequence[Harness], task: Any, runner: Any, request: bytes, policy: SamplingPolicy,
+            stop: Callable[[StopRule | None], StopRule]) -> list[Sampled]:
     if len(harnesses) == 1 or policy.adaptive:
         out: list[Sampled] = []
         seen: list[Measurement] = []

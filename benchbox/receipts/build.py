@@ -13,6 +13,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from benchbox.contracts import Contract
 from benchbox.errors import error_line
 from benchbox.harness.loop import Measurement, clock_cross_check
@@ -116,8 +118,9 @@ def _base(runner: str, case: Any, status: str, reasons: Sequence[str], report: M
 def _raw(m: Measurement) -> dict[str, Any]:
     """The samples, their rounds and stages; every round was taken by this run's one process."""
     rounds = tuple(m.rounds())
+    probe = (int(round(float(np.median(m.probe_ns)))),) if m.probe_ns and rounds else None
     return {"samples_ns": tuple(m.samples_ns), "round_sizes": rounds, "round_process": (0,) * len(rounds),
-            "stages_ns": {s: tuple(v) for s, v in m.stages_ns.items()}}
+            "stages_ns": {s: tuple(v) for s, v in m.stages_ns.items()}, "process_probe_ns": probe}
 
 
 def _load(m: Measurement) -> LoadRecord | None:

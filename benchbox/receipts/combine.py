@@ -160,8 +160,10 @@ def _join_rows(rows: Sequence[ResultRow], receipts: Sequence[Receipt], offsets: 
     steady = _steady(rows)
     keep = [x for x in rows[0].reasons if x.startswith("accuracy gate")]
     parts = [_joined_rounds(rec, r, off) for r, rec, off in zip(rows, receipts, offsets)]
+    probes = None if any(r.process_probe_ns is None for r in rows) else \
+        tuple(v for r in rows for v in r.process_probe_ns or ())
     return replace(rows[0], samples_ns=samples, round_sizes=tuple(n for sz, _ in parts for n in sz),
-                   round_process=tuple(p for _, pr in parts for p in pr),
+                   round_process=tuple(p for _, pr in parts for p in pr), process_probe_ns=probes,
                    stages_ns=stages, summary=Summary.of(summary), steady_state=steady,
                    reasons=tuple(keep + caveats(summary, steady.to_json() if steady else None)),
                    clock_cross_check=None,

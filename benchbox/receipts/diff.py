@@ -55,7 +55,7 @@ from benchbox.receipts.diff_result import (
 )
 from benchbox.receipts.judge import PLAUSIBLE_DRIFT, MetricDiff, Pending, fmt_delta, judge, measure
 from benchbox.receipts.model import ContractRecord, Receipt, ResultRow
-from benchbox.receipts.replication import process_samples, round_processes
+from benchbox.receipts.replication import process_probes, process_samples, round_processes
 
 __all__ = ["ACCEPT_KINDS", "DECLARED_KINDS", "JUDGED", "METRICS", "VERDICTS", "ComparisonRefused",
            "DiffOptions", "DiffResult", "DiffRow", "MetricDiff", "accept_kinds", "check_contracts",
@@ -223,8 +223,14 @@ def _row(s: _Sides, key: tuple[str, str, str], b: ResultRow, h: ResultRow) -> Di
                        + " (pass " + " ".join(f"accept={k}" for k in refused) + " to compare anyway)")
     fl = [f for f in (harness_floor(s.base, b.clock), harness_floor(s.head, h.clock)) if f is not None]
     prior = opts.drift if opts.drift is not None else s.priors.get(key)
+    probes = process_probes((s.base, s.head), (b, h)) if b.clock == "host" else None
+    if probes and "machine" in conditions and "machine" not in opts.accept:
+        # the row is adjusted for the machine's state process by process: a moved control is
+        # what the adjustment is for, so it is stated, not a reason to refuse the row
+        accepted.append(f"machine: {conditions.pop('machine')} (the row is adjusted for the row probe)")
     return Pending(key, b, h, a, c, max(fl) if fl else None, prior=prior,
                    fallback=PLAUSIBLE_DRIFT.get(b.clock, PLAUSIBLE_DRIFT["host"]),
+                   probes=(probes[0], probes[1]) if probes else None,
                    unreliable={k: v for k, v in conditions.items() if k not in opts.accept},
                    kw=dict(accepted=tuple(accepted), **common))
 

@@ -77,6 +77,8 @@ class Pending:
     prior: float | None = None  # the run-to-run spread given for this row
     fallback: float | None = None  # the plausible drift of its clock
     paired: bool = False  # both sides measured in the same processes
+    #: the log of the row probe per process of each side (None: not timed on every process)
+    probes: tuple[list[float], list[float]] | None = None
     #: conditions that make the row unreliable whatever its statistics: kind → why
     unreliable: dict[str, str] = field(default_factory=dict)
     metrics: list[dict[str, Any]] = field(default_factory=list)
@@ -125,17 +127,20 @@ def measure(p: Pending, opts: Any) -> None:
 
 def _interval_of(d: dict[str, Any], p: Pending, ra: stats.Replicates, rb: stats.Replicates,
                  opts: Any) -> None:
+    alpha = opts.alpha / len(metric_names(opts.metric))
     got = stats.paired_log_ratio(ra, rb, opts.level) if p.paired else None
-    if got is None:
-        got = stats.log_ratio(ra, rb, opts.level, p.prior, p.fallback)
+    if got is None and p.probes is not None:
+        got = stats.adjusted_log_ratio(ra, rb, *p.probes, level=opts.level)
+    if got is not None and got.sources[0] == "adjusted":
+        needed = stats.adjusted_needed(got, ra.k, rb.k, opts.threshold, alpha, opts.power)
+    else:
+        got = got or stats.log_ratio(ra, rb, opts.level, p.prior, p.fallback)
+        needed = stats.replications_needed(ra, rb, opts.threshold, alpha, p.prior, p.fallback, opts.power)
     if got is None:
         d["reason"] = _no_spread(p)
         return
-    alpha = opts.alpha / len(metric_names(opts.metric))
     d.update(ratio=got.ratio, ci=got.ci, p_value=got.p, df=got.df, spread=got.sources,
-             detectable=got.detectable(alpha, opts.power),
-             needed=stats.replications_needed(ra, rb, opts.threshold, alpha, p.prior, p.fallback,
-                                               opts.power))
+             detectable=got.detectable(alpha, opts.power), needed=needed)
 
 
 def _spread_text(d: dict[str, Any]) -> str:
@@ -150,6 +155,8 @@ def _spread_text(d: dict[str, Any]) -> str:
         text += " (one side's spread taken for both)"
     elif "paired" in src:
         text += ", paired"
+    elif "adjusted" in src:
+        text += ", adjusted for the row probe"
     return text
 
 

@@ -128,6 +128,8 @@ class ControlRecord(Facts):
     """The control workload: a fixed piece of host work timed in one process."""
 
     name: str | None = spec(omit_none=True)
+    row_probe: str | None = spec(omit_none=True, description="the row probe timed beside each row's "
+                                                             "samples in this process (its name and version)")
     n: int | None = spec(omit_none=True)
     p50_ns: float | None = spec(omit_none=True)
     se_log: float | None = spec(omit_none=True, description="standard error of the log p50")

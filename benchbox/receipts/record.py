@@ -35,6 +35,7 @@ assert tuple(StageName.__args__) == TIMELINE  # type: ignore[attr-defined]
 
 #: Rules the decoder enforces that a JSON Schema cannot state (the start of their messages).
 BEYOND_SCHEMA = ("round_sizes add up to", "hash ", "first is", "last is", "arrival ", "round_process ",
+                 "process_probe_ns ",
                  "summary ")
 
 STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]

@@ -14,6 +14,8 @@ one process.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -66,3 +68,19 @@ def processes(receipt: Receipt) -> tuple[ProcessRecord, ...]:
         load = MachineLoad(busy_fraction=busy) if busy is not None else (env.load if i == 0 else None)
         out.append(ProcessRecord(load=load, source="legacy receipt (processes not recorded)"))
     return tuple(out)
+
+
+def process_probes(receipts: Sequence[Receipt], rows: Sequence[ResultRow]) -> list[list[float]] | None:
+    """The log of the row probe of each process of each row (the order of
+    :func:`process_samples`), or None unless every process of every row has one and all the
+    receipts timed the same probe."""
+    names = {p.control.row_probe if p.control is not None else None for r in receipts for p in processes(r)}
+    if len(names) != 1 or None in names:
+        return None
+    out = []
+    for receipt, row in zip(receipts, rows):
+        probe = row.process_probe_ns
+        if probe is None or len(probe) != len(process_samples(receipt, row)) or min(probe) <= 0:
+            return None
+        out.append([math.log(v) for v in probe])
+    return out

@@ -242,6 +242,10 @@ class ResultRow(Base):
     round_process: tuple[Count, ...] | None = spec(
         omit_none=True, description="for each round, the index (into the receipt's processes) of the "
                                     "process that took it: rounds of one process are one replication")
+    process_probe_ns: tuple[Ns, ...] | None = spec(
+        omit_none=True, description="for each process that took rounds of this row (in order of its "
+                                    "first round), the median of the row probe timed right before and "
+                                    "after its samples: the machine's speed for memory-bound work then")
 
     SCHEMA_EXTRA: ClassVar[dict[str, Any]] = {
         "if": {"properties": {"status": {"const": "valid"}}},
@@ -275,6 +279,9 @@ class ResultRow(Base):
         elif rp and max(rp) >= processes:
             fail(f"round_process of {self.runner}/{self.case} names process {max(rp)}, but the receipt "
                  f"lists {processes}")
+        elif self.process_probe_ns is not None and len(self.process_probe_ns) != len(set(rp)):
+            fail(f"process_probe_ns of {self.runner}/{self.case} has {len(self.process_probe_ns)} entries "
+                 f"for {len(set(rp))} processes")
 
     def rounds(self) -> list[tuple[int, ...]]:
         """The samples of each round, in sampling order."""
