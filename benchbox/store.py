@@ -42,6 +42,7 @@ from typing import Any
 
 from benchbox import stats
 from benchbox.errors import MissingExtraError, UsageError
+from benchbox.fileio import umask, write_atomic, write_atomic_with
 from benchbox.receipts.io import NotAReceipt, load_receipt, parse_receipt, read_receipt_bytes
 from benchbox.receipts.model import Receipt, ResultRow
 
@@ -314,7 +315,7 @@ def _create(root: Path) -> None:
     try:
         (build / RECEIPTS_DIR).mkdir()
         _atomic_write(build / MARKER, _marker_blob())
-        os.chmod(build, 0o777 & ~_umask())
+        os.chmod(build, 0o777 & ~umask())
         os.rename(build, root)
     except OSError:
         if not (root / MARKER).exists():  # not another writer's store, made as this one was built
@@ -642,49 +643,15 @@ def _resolve(ref: str, have: set[str]) -> str:
     return hits[0]
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def _atomic_write(path: Path, blob: bytes) -> None:
-    tmp: str | None = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "wb") as f:
-            f.write(blob)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-        tmp = None
+        write_atomic(path, blob)
     except OSError as e:
         raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
 
 
 def _atomic_parquet(df: Any, path: Path) -> None:
-    tmp: str | None = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.close(fd)
-        df.write_parquet(tmp)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-        tmp = None
+        write_atomic_with(path, df.write_parquet)
     except OSError as e:
         raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass

@@ -29,6 +29,7 @@ from urllib.parse import quote
 from benchbox import __version__
 from benchbox import render as cr
 from benchbox.errors import FieldError, UsageError
+from benchbox.fileio import replace_dir
 from benchbox.receipts.diff import DiffResult, DiffRow
 from benchbox.report.history import SIDE, History, Page, Point, ReceiptRef, Series, SeriesChange, Step
 from benchbox.store import Store
@@ -496,13 +497,7 @@ def write_site(history: History, store: Store, out: Path, commit_url: str | None
     try:
         result = _write(history, store, tmp, out, template)
         os.chmod(tmp, 0o755)
-        old = None
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=parent))
-            os.replace(out, old / "site")
-        os.replace(tmp, out)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        replace_dir(tmp, out)
         return result
     except OSError as e:
         raise UsageError(f"{out}: cannot write the site: {e.strerror or e}") from None

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from benchbox.errors import UsageError
+from benchbox.fileio import write_atomic_with
 
 FORMAT = 1
 KIND = "benchbox torch-compile artifact"
@@ -117,15 +118,13 @@ def write_artifact(path: Path, payload: bytes, meta: dict[str, Any]) -> str:
     """Write the artifact file (replaced atomically); returns the payload's sha256."""
     sha = hashlib.sha256(payload).hexdigest()
     doc = {"format": FORMAT, "kind": KIND, "sha256": sha, **meta}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
+
+    def write(tmp: str) -> None:
         with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as z:
             z.writestr(META, json.dumps(doc, indent=1, sort_keys=True, default=str))
             z.writestr(PAYLOAD, payload)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+
+    write_atomic_with(path, write, parents=True)
     return sha
 
 

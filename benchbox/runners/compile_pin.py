@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from benchbox.environment import cpu_model
+from benchbox.fileio import write_atomic
 
 #: version of the key's layout; a change makes every key new
 KEY_FORMAT = 1
@@ -160,12 +161,7 @@ def key_lock(path: Path) -> Iterator[None]:
 
 def write_json_atomic(path: Path, doc: Any) -> None:
     """Write ``doc`` to a temporary file beside ``path``, then rename it over ``path``."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(json.dumps(doc, indent=1, sort_keys=True, default=str))
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_atomic(path, json.dumps(doc, indent=1, sort_keys=True, default=str))
 
 
 class PinStore:
