@@ -28,6 +28,7 @@ from urllib.parse import quote
 
 from benchbox import __version__
 from benchbox import render as cr
+from benchbox.durations import duration_text
 from benchbox.errors import FieldError, UsageError
 from benchbox.fileio import replace_dir
 from benchbox.receipts.diff import DiffResult, DiffRow
@@ -142,14 +143,7 @@ def _when(created_at: str | None) -> str:
 
 
 def _ms(ns: float | None) -> str:
-    if ns is None:
-        return "–"
-    a = abs(ns)
-    if a >= 1e6:
-        return f"{ns / 1e6:.3f} ms"
-    if a >= 1e3:
-        return f"{ns / 1e3:.2f} µs"
-    return f"{ns:.0f} ns"
+    return duration_text(ns)
 
 
 def _group_label(page: Page, gi: int) -> str:
