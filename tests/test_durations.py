@@ -11,7 +11,7 @@ import pytest
 from benchbox.durations import clock_text, duration_text, ms_number
 from benchbox.receipts.judge import fmt_delta
 from benchbox.render.common import ms
-from benchbox.report.site import _ms as site_ms
+from benchbox.report.html import ms as site_ms
 from benchbox.runners.compile_draws import _ms as draws_ms
 
 NS = [0, 1, 999, 999.4, 999.6, 1000, 1234.5, 12_345, 999_999, 1e6, 1_234_567, 9.87654e9, 1.5e12]
