@@ -103,3 +103,23 @@ def replace_dir(new: Path, out: Path) -> None:
     os.replace(new, out)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+#: what :func:`folder_problem` says when not even the root exists
+NO_PARENT = "no existing parent directory"
+
+
+def folder_problem(folder: Path) -> str | None:
+    """None when ``folder`` is, or can be made, a writable directory; else why not (nothing is
+    created): :data:`NO_PARENT`, ``P is not a directory`` or ``P is not writable``, where ``P`` is
+    ``folder`` or the nearest folder above it that exists."""
+    p = folder
+    while not p.exists():
+        if p.parent == p:
+            return NO_PARENT
+        p = p.parent
+    if not p.is_dir():
+        return f"{p} is not a directory"
+    if not os.access(p, os.W_OK | os.X_OK):
+        return f"{p} is not writable"
+    return None

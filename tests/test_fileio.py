@@ -96,3 +96,25 @@ def test_no_module_renames_a_file_into_place_but_fileio() -> None:
     users = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
                    if "os.replace(" in p.read_text() and p.name != "fileio.py")
     assert users == []
+
+
+def test_folder_problem_says_why_a_folder_cannot_be_made_or_written(tmp_path: Path) -> None:
+    assert fileio.folder_problem(tmp_path / "a" / "b") is None  # can be made
+    (tmp_path / "f").write_text("x")
+    assert fileio.folder_problem(tmp_path / "f" / "b") == f"{tmp_path / 'f'} is not a directory"
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    if os.access(locked, os.W_OK):  # root writes anywhere
+        return
+    assert fileio.folder_problem(locked / "sub") == f"{locked} is not writable"
+
+
+def test_the_runner_caches_word_folder_problems_as_before(tmp_path: Path) -> None:
+    from benchbox.runners.compile_artifact import output_problem
+    from benchbox.runners.compile_pin import unusable_reason
+
+    (tmp_path / "f").write_text("x")
+    assert unusable_reason(tmp_path / "f" / "x") == f"{tmp_path / 'f'} is not a directory"
+    assert output_problem(str(tmp_path / "f" / "a.zip")) == f"{tmp_path / 'f'} is not a directory"
+    assert output_problem(str(tmp_path)) == "is a directory"
+    assert unusable_reason(tmp_path / "new") is None and output_problem(str(tmp_path / "n" / "a")) is None

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import zipfile
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -35,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from benchbox.errors import UsageError
-from benchbox.fileio import write_atomic_with
+from benchbox.fileio import folder_problem, write_atomic_with
 
 FORMAT = 1
 KIND = "benchbox torch-compile artifact"
@@ -133,16 +132,7 @@ def output_problem(path: str) -> str | None:
     p = Path(path).expanduser()
     if p.is_dir():
         return "is a directory"
-    parent = p.parent
-    while not parent.exists():
-        if parent.parent == parent:
-            return "no existing parent directory"
-        parent = parent.parent
-    if not parent.is_dir():
-        return f"{parent} is not a directory"
-    if not os.access(parent, os.W_OK | os.X_OK):
-        return f"{parent} is not writable"
-    return None
+    return folder_problem(p.parent)
 
 
 def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> None:
