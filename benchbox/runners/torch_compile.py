@@ -388,13 +388,16 @@ class TorchCompileRunner(TorchRunner):
             if self._selection:
                 facts["selection"] = self._selection
         else:
-            reuse_facts(facts, pinned, self.records["compile_warm"])
-            if pinned.get("selection"):  # kept with the compile: it travels on into a saved artifact
-                self._selection = pinned["selection"]
+            self._reuse_facts(facts, pinned)
         if store is not None:
             self._record_picks(facts, store, doc, fresh, pinning, held, phases)
         facts["summary"] = pin_summary(facts)
         return facts
+
+    def _reuse_facts(self, facts: dict[str, Any], pinned: dict[str, Any]) -> None:
+        reuse_facts(facts, pinned, self.records["compile_warm"])
+        if pinned.get("selection"):  # kept with the compile: it travels on into a saved artifact
+            self._selection = pinned["selection"]
 
     def _record_picks(self, facts: dict[str, Any], store: pin.PinStore, doc: dict[str, Any],
                       fresh: dict[str, tuple[cr.PhaseRecord, dict[str, Any]]], pinning: bool,
