@@ -14,8 +14,9 @@ K``).
 - ``shared-load``: a busy process on every core for the whole pair (BASE and HEAD under the
   same load, as on a CI machine busy with other jobs);
 - ``rest+slow`` / ``load+slow`` / ``shared-load+slow``: the same, with HEAD slowed by the
-  decision task's declared ``slowdown_us`` option (serialize sleeps that long; set to
-  ``--slowdown`` × BASE's p50 of a first calibration run, so about +10% on the whole call;
+  ``slowdown_us`` option of the test task ``tests.faulty_decision`` (the decision task whose
+  serialize sleeps that long; set to ``--slowdown`` × BASE's p50 of a first calibration run,
+  so about +10% on the whole call;
   calibrated under the busy processes for ``shared-load+slow``, at rest otherwise).
 
 For each scenario it counts the diffs by exit code (0 ok, 1 regression, 3 unreliable
@@ -72,6 +73,10 @@ class Busy:
             p.join()
 
 
+#: the decision task with a deliberate slowdown, HEAD's task in the ``+slow`` scenarios
+SLOW_TASK = "tests.faulty_decision:FaultyDecisionTask"
+
+
 def _run(out: Path, args: argparse.Namespace, slowdown_us: int = 0, *, rounds: int | None = None,
          samples: int | None = None) -> Path:
     """One ``benchbox run`` in a process of its own, as the CI recipe runs it (``python -m benchbox``
@@ -89,7 +94,7 @@ def _run(out: Path, args: argparse.Namespace, slowdown_us: int = 0, *, rounds: i
     if getattr(args, "threads", None):
         cmd += ["--threads", str(args.threads)]
     if slowdown_us:
-        cmd += ["--task-option", f"slowdown_us={slowdown_us}"]
+        cmd += ["--task", SLOW_TASK, "--task-option", f"slowdown_us={slowdown_us}"]
     path = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
     env = {**os.environ, "PYTHONPATH": path}
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)

@@ -21,8 +21,9 @@ import benchbox
 
 PACKAGE = Path(benchbox.__file__).parent
 ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
-#: targets any package may import: the errors, and the root package (for ``__version__``)
-ALWAYS_ALLOWED = {"errors", "benchbox"}
+#: targets any package may import: the errors, atomic file writing, duration text, and the root package (for
+#: ``__version__``)
+ALWAYS_ALLOWED = {"errors", "fileio", "durations", "benchbox"}
 #: modules outside the layering: the root's lazy public names, and ``python -m benchbox``
 EXEMPT = {"benchbox", "__main__"}
 #: third-party modules that must not load when a receipt is only read, compared or drawn

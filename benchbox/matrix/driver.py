@@ -12,16 +12,15 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import re
 import subprocess
-import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from benchbox.errors import BenchboxError, FieldError, UsageError
+from benchbox.fileio import write_atomic
 from benchbox.harness import PhaseTimer
 from benchbox.matrix.cell import CellJob, CellRun
 from benchbox.matrix.executors import make_executor
@@ -129,11 +128,7 @@ def preview(plan: Plan, store_root: Path, revision: str | None = None) -> list[P
 
 
 def _write_json(path: Path, obj: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(obj, f, indent=1)
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(obj, indent=1), parents=True)
 
 
 class _Gatherer:

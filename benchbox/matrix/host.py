@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchbox.fileio import write_atomic
 from benchbox.harness import host_clock
 
 
@@ -211,9 +212,7 @@ class HostRegistry:
         return out
 
     def _write(self, path: Path, entry: dict[str, Any]) -> None:
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(json.dumps(entry))
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(entry))
 
     def running(self) -> list[dict[str, Any]]:
         """Entries of cells still running here (their process alive, no end stamp)."""

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import stat
-import tempfile
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from benchbox.errors import FieldError, UsageError, first_line
+from benchbox.fileio import write_atomic
 from benchbox.receipts.model import SCHEMA_VERSION, Receipt, decode_receipt
 from benchbox.receipts.typed import plain
 
@@ -90,25 +89,6 @@ def check_receipt_budget(rows: int, samples: int, field: str = "samples") -> Non
                                 "samples per row for this many rows (or run fewer cases or runners)")
 
 
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some file systems cannot sync a directory; the rename is still atomic
-    finally:
-        os.close(fd)
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 class NotAReceipt(UsageError):
     """The file is not a receipt at all (not JSON, not an object, no ``schema_version``), as
     opposed to a receipt with a fault: ``benchbox store add`` skips such files."""
@@ -122,22 +102,6 @@ class ReceiptWriteError(UsageError):
         super().__init__(f"cannot write receipt {path}: {why}")
         self.path = path
         self.error = error
-
-
-def _publish(tmp: str, path: Path, exclusive: bool) -> None:
-    """Put the written temporary file at ``path``: replacing it, or only where nothing is."""
-    if not exclusive:
-        os.replace(tmp, path)
-        return
-    try:
-        os.link(tmp, path)  # atomic, and fails with EEXIST where anything is at ``path``
-    except FileExistsError:
-        raise
-    except OSError:  # a file system without hard links: claim the name, then replace
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        os.replace(tmp, path)
-        return
-    os.unlink(tmp)
 
 
 def write_receipt(path: Path, receipt: Receipt | dict[str, Any], *, exclusive: bool = False,
@@ -155,26 +119,10 @@ def write_receipt(path: Path, receipt: Receipt | dict[str, Any], *, exclusive: b
     if readable and len(blob) > MAX_RECEIPT_BYTES:
         raise UsageError(f"{path}: the receipt would take {len(blob):,} bytes, over the read limit of "
                          f"{MAX_RECEIPT_BYTES:,} bytes (no command could load it); nothing was written")
-    tmp: str | None = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), 0o666 & ~_umask())
-            f.write(blob)
-            f.flush()
-            os.fsync(f.fileno())
-        _publish(tmp, path, exclusive)
-        tmp = None
-        _fsync_dir(path.parent)
+        write_atomic(path, blob, exclusive=exclusive, parents=True)
     except OSError as e:
         raise ReceiptWriteError(path, e) from None
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
 
 
 def _reject_constant(name: str) -> Any:

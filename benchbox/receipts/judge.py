@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from benchbox import stats
+from benchbox.durations import duration_text
 
 #: The largest run-to-run spread (sd of the log of a process's p50) measured between processes,
 #: per clock: taken for a side of one process when nothing better is known. Host: the public
@@ -204,12 +205,7 @@ def _resolve_text(d: dict[str, Any], th: float) -> str:
 
 def fmt_delta(ns: float) -> str:
     """A signed duration in the most readable unit."""
-    a = abs(ns)
-    if a >= 1e6:
-        return f"{ns / 1e6:+.1f} ms"
-    if a >= 1e3:
-        return f"{ns / 1e3:+.1f} µs"
-    return f"{ns:+.0f} ns"
+    return duration_text(ns, digits=(1, 1), signed=True)
 
 
 def combine(metrics: list[MetricDiff]) -> tuple[str, str]:

@@ -6,12 +6,13 @@ import json
 import re
 from typing import Any
 
+from benchbox.durations import ms_number
 from benchbox.receipts.model import Receipt
 
 
 def ms(ns: Any) -> str:
     """Nanoseconds as milliseconds with three decimals ("-" when missing)."""
-    return f"{ns / 1e6:.3f}" if isinstance(ns, (int, float)) and not isinstance(ns, bool) else "-"
+    return ms_number(ns)
 
 
 def ci_ms(ci: Any) -> str:

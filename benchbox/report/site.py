@@ -14,23 +14,33 @@ every series; series that never produced a valid result are folded away.
 
 from __future__ import annotations
 
-import hashlib
-import html
 import json
 import os
-import re
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from benchbox import __version__
 from benchbox import render as cr
-from benchbox.errors import FieldError, UsageError
+from benchbox.errors import UsageError
+from benchbox.fileio import replace_dir
 from benchbox.receipts.diff import DiffResult, DiffRow
 from benchbox.report.history import SIDE, History, Page, Point, ReceiptRef, Series, SeriesChange, Step
+from benchbox.report.html import (
+    check_commit_url,
+    commit_href,
+    commit_html,
+    diff_file,
+    doc,
+    esc,
+    ms,
+    page_file,
+    receipt_file,
+    verdict_class,
+    when,
+)
 from benchbox.store import Store
 
 ASSETS = Path(__file__).with_name("assets")
@@ -38,7 +48,6 @@ ASSETS = Path(__file__).with_name("assets")
 ASSET_FILES = ("uPlot.iife.min.js", "uPlot.min.css", "uPlot.LICENSE", "history.js", "history.css")
 #: Marks a directory as a site this module wrote, so a rewrite may replace it.
 SITE_MARKER = ".benchbox-site"
-_VERDICT_CLASS = re.compile(r"[^a-z]+")
 #: why no point carries a verdict of its own (said on every page)
 NO_STEP_VERDICTS = (
     "Single commits carry no verdict: a receipt of one run is one process, and benchbox diff judges "
@@ -74,83 +83,6 @@ class ReportResult:
     changes: tuple[SiteChange, ...]
 
 
-def esc(x: Any) -> str:
-    """HTML-escape anything (text and attribute values alike)."""
-    return html.escape("" if x is None else str(x), quote=True)
-
-
-def script_json(data: Any) -> str:
-    """JSON that is safe inside a ``<script type="application/json">`` element."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return (text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
-            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
-
-
-def slug(text: str) -> str:
-    s = re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-.")
-    return s[:60] or "x"
-
-
-def page_file(page: Page) -> str:
-    return f"{slug(page.task)}.{slug(str(page.contract.get('name')))}-{page.contract_hash[:12]}.html"
-
-
-def diff_file(base: tuple[str, ...], head: tuple[str, ...], ext: str = "html") -> str:
-    """The diff page of a change point: named by its two sides' receipts."""
-    key = hashlib.sha256(("\n".join(base) + "|" + "\n".join(head)).encode()).hexdigest()[:16]
-    return f"diffs/{head[0][:12]}-{len(base)}v{len(head)}-{key}.{ext}"
-
-
-def receipt_file(identity: str) -> str:
-    return f"receipts/{identity}.json"
-
-
-def verdict_class(verdict: str) -> str:
-    return "v-" + _VERDICT_CLASS.sub("-", verdict.lower()).strip("-")
-
-
-def check_commit_url(template: str | None) -> str | None:
-    """A ``--commit-url`` template must name ``{commit}`` once or more, and nothing else in braces."""
-    if template is None:
-        return None
-    if "{commit}" not in template or re.search(r"\{(?!commit\})[^}]*\}", template):
-        raise FieldError("commit_url", f"the template must contain {{commit}} and no other {{...}} field, "
-                                       f"got {template!r}")
-    return template
-
-
-def commit_href(template: str | None, commit: str | None) -> str | None:
-    if not template or not commit:
-        return None
-    return template.replace("{commit}", quote(commit, safe=""))
-
-
-def _commit_html(template: str | None, ref: ReceiptRef) -> str:
-    href = commit_href(template, ref.commit)
-    code = f"<code>{esc(ref.short)}</code>"
-    return f'<a class="commit" href="{esc(href)}">{code}</a>' if href else code
-
-
-def _when(created_at: str | None) -> str:
-    """A receipt's time, short (``2026-03-03 16:00``), the full stamp on hover."""
-    if not created_at:
-        return "–"
-    stamp = re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d", created_at)
-    short = created_at[:16].replace("T", " ") if stamp else created_at
-    return f'<time datetime="{esc(created_at)}" title="{esc(created_at)}">{esc(short)}</time>'
-
-
-def _ms(ns: float | None) -> str:
-    if ns is None:
-        return "–"
-    a = abs(ns)
-    if a >= 1e6:
-        return f"{ns / 1e6:.3f} ms"
-    if a >= 1e3:
-        return f"{ns / 1e3:.2f} µs"
-    return f"{ns:.0f} ns"
-
-
 def _group_label(page: Page, gi: int) -> str:
     g = page.groups[gi]
     return f"{g.size or '?'} · {g.dtype or '?'} · {g.device}"
@@ -160,24 +92,6 @@ def _method_changes(history: History) -> str:
     o = history.options
     return (f"{history.detector.describe()}; each judged by benchbox diff (metric {o.metric}, threshold "
             f"±{o.threshold:.1%}, alpha {o.alpha:g}) on up to {SIDE} runs either side, combined")
-
-
-# -- the document frame ----------------------------------------------------------------
-
-def _doc(title: str, body: str, depth: int = 0, data: Any = None) -> str:
-    up = "../" * depth
-    data_el = (f'<script src="{up}assets/uPlot.iife.min.js"></script>\n'
-               f'<script type="application/json" id="history-data">{script_json(data)}</script>\n'
-               f'<script src="{up}assets/history.js"></script>\n') if data is not None else ""
-    chart_css = f'<link rel="stylesheet" href="{up}assets/uPlot.min.css">\n' if data is not None else ""
-    return ("<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-            f"<title>{esc(title)}</title>\n"
-            f"<link rel=\"icon\" href=\"data:,\">\n{chart_css}"
-            f"<link rel=\"stylesheet\" href=\"{up}assets/history.css\">\n</head>\n<body>\n"
-            f"{body}\n<footer>benchbox {esc(__version__)} · static files, no server needed · charts by "
-            f"<a href=\"{up}assets/uPlot.LICENSE\">uPlot</a> (MIT)</footer>\n"
-            f"{data_el}</body>\n</html>\n")
 
 
 # -- diff pages ------------------------------------------------------------------------
@@ -197,9 +111,9 @@ def _side_html(role: str, ids: tuple[str, ...], refs: dict[str, ReceiptRef], tem
     items = []
     for i in ids:
         ref = refs.get(i)
-        commit = _commit_html(template, ref) if ref else "<code>?</code>"
-        when = f" · {esc(ref.created_at)}" if ref and ref.created_at else ""
-        items.append(f'<li>{commit}{when} · <a href="../{receipt_file(i)}">receipt</a></li>')
+        commit = commit_html(template, ref) if ref else "<code>?</code>"
+        at = f" · {esc(ref.created_at)}" if ref and ref.created_at else ""
+        items.append(f'<li>{commit}{at} · <a href="../{receipt_file(i)}">receipt</a></li>')
     what = "1 run" if len(ids) == 1 else f"{len(ids)} runs, combined as the rounds of one receipt"
     return f"<li>{role}: {what}<ol>{''.join(items)}</ol></li>"
 
@@ -228,7 +142,7 @@ def diff_html(d: DiffResult | str, base: tuple[str, ...], head: tuple[str, ...],
                   f' · <a href="{esc(md)}">markdown</a></p>']
     if isinstance(d, str):
         body = "\n".join(head_lines) + f'\n<p class="refused">Comparison refused: {esc(d)}</p>'
-        return _doc("benchbox diff (refused)", body, depth=1)
+        return doc("benchbox diff (refused)", body, depth=1)
     from benchbox.render.diff import method_text
 
     c = d.contract
@@ -243,7 +157,7 @@ def diff_html(d: DiffResult | str, base: tuple[str, ...], head: tuple[str, ...],
     rows = ["<table class=\"diff\"><thead><tr><th>runner</th><th>case</th><th>verdict</th>"
             "<th>base → head</th><th>ratio [CI]</th><th>why</th></tr></thead><tbody>"]
     for r in d.rows:
-        bh = "<br>".join(f"{esc(m.metric)} {_ms(m.base_ns)} → {_ms(m.head_ns)}" for m in r.metrics) or "–"
+        bh = "<br>".join(f"{esc(m.metric)} {ms(m.base_ns)} → {ms(m.head_ns)}" for m in r.metrics) or "–"
         rc = "<br>".join((f"×{m.ratio:.3f}" if m.ratio is not None else "–")
                          + (f" [{m.ci[0]:.3f}, {m.ci[1]:.3f}]" if m.ci else "") for m in r.metrics) or "–"
         why = "<br>".join(esc(x) for x in _details(r))
@@ -251,7 +165,7 @@ def diff_html(d: DiffResult | str, base: tuple[str, ...], head: tuple[str, ...],
                     f'<td><span class="verdict {verdict_class(r.verdict)}">{esc(r.verdict)}</span></td>'
                     f"<td>{bh}</td><td>{rc}</td><td>{why}</td></tr>")
     rows.append("</tbody></table>")
-    return _doc("benchbox diff", "\n".join(head_lines + rows), depth=1)
+    return doc("benchbox diff", "\n".join(head_lines + rows), depth=1)
 
 
 def diff_md(d: DiffResult | str) -> str:
@@ -312,10 +226,10 @@ def _series_table(page: Page, s: Series, template: str | None) -> str:
            "<th>p99 [95% CI]</th><th>flags</th><th>receipt</th></tr></thead><tbody>"]
     for p in s.points:
         ref = refs[p.index]
-        p50 = _ms(p.p50_ns) + (f" [{_ms(p.p50_ci_ns[0])}, {_ms(p.p50_ci_ns[1])}]" if p.p50_ci_ns else "")
-        p99 = _ms(p.p99_ns) + (f" [{_ms(p.p99_ci_ns[0])}, {_ms(p.p99_ci_ns[1])}]" if p.p99_ci_ns else "")
+        p50 = ms(p.p50_ns) + (f" [{ms(p.p50_ci_ns[0])}, {ms(p.p50_ci_ns[1])}]" if p.p50_ci_ns else "")
+        p99 = ms(p.p99_ns) + (f" [{ms(p.p99_ci_ns[0])}, {ms(p.p99_ci_ns[1])}]" if p.p99_ci_ns else "")
         flags = ", ".join(f for f, on in (("noisy", p.noisy), ("unsettled", p.unsettled)) if on)
-        out.append(f"<tr><td>{p.index}</td><td>{_commit_html(template, ref)}</td>"
+        out.append(f"<tr><td>{p.index}</td><td>{commit_html(template, ref)}</td>"
                    f"<td>{esc(ref.created_at)}</td><td>{esc(p.status)}</td><td>{p50}</td><td>{p99}</td><td>{esc(flags)}</td>"
                    f'<td><a href="{receipt_file(p.identity)}">receipt</a></td></tr>')
     out.append("</tbody></table></details>")
@@ -337,9 +251,9 @@ def _changes_list(page: Page, s: Series, template: str | None) -> str:
     for c in s.changes:
         ref = refs[c.point.index]
         items.append(f'<li class="change" data-i="{c.point.index}" data-commit="{esc(ref.commit)}" '
-                     f'data-verdict="{esc(c.step.verdict)}">change point at {_commit_html(template, ref)} '
+                     f'data-verdict="{esc(c.step.verdict)}">change point at {commit_html(template, ref)} '
                      f'({esc(ref.created_at)}): {c.found.change:+.1%}, mean p50 '
-                     f'{_ms(c.found.mean_before)} → {_ms(c.found.mean_after)}, p = {c.found.pvalue:.2g}; '
+                     f'{ms(c.found.mean_before)} → {ms(c.found.mean_after)}, p = {c.found.pvalue:.2g}; '
                      f'diff {_verdict_html(c.step)}</li>')
     return '<ul class="changes">' + "".join(items) + "</ul>"
 
@@ -394,7 +308,7 @@ def page_html(page: Page, history: History, template: str | None = None) -> str:
     ]
     parts += [_group_html(page, gi, template) for gi in range(len(page.groups))]
     title = f"{page.task} · {c.get('name')} — benchbox history"
-    return _doc(title, "\n".join(parts), data=page_data(page, history, template))
+    return doc(title, "\n".join(parts), data=page_data(page, history, template))
 
 
 # -- the index -------------------------------------------------------------------------
@@ -414,8 +328,8 @@ def _regressions(history: History, files: dict[int, str], template: str | None) 
     for page, k, s, c in changes:
         ref = page.groups[s.group].receipts[c.point.index]
         cls = verdict_class(c.step.verdict)
-        out.append(f'<tr class="{cls}"><td>{_when(ref.created_at)}</td><td>{_commit_html(template, ref)}</td>'
-                   f"<td>{c.found.change:+.1%} ({_ms(c.found.mean_before)} → {_ms(c.found.mean_after)})</td>"
+        out.append(f'<tr class="{cls}"><td>{when(ref.created_at)}</td><td>{commit_html(template, ref)}</td>'
+                   f"<td>{c.found.change:+.1%} ({ms(c.found.mean_before)} → {ms(c.found.mean_after)})</td>"
                    f"<td>{_verdict_html(c.step)}</td>"
                    f"<td>{esc(s.case)} · {esc(s.runner)} ({esc(_group_label(page, s.group))})</td>"
                    f'<td><a href="{esc(files[k])}">{esc(page.task)} · '
@@ -441,10 +355,10 @@ def _latest(history: History, files: dict[int, str], template: str | None) -> li
                 continue
             p = [q for q in s.points if q.usable][-1]
             ref = page.groups[s.group].receipts[p.index]
-            ci = f" [{_ms(p.p50_ci_ns[0])}, {_ms(p.p50_ci_ns[1])}]" if p.p50_ci_ns else ""
+            ci = f" [{ms(p.p50_ci_ns[0])}, {ms(p.p50_ci_ns[1])}]" if p.p50_ci_ns else ""
             out.append(f"<tr><td>{where}</td><td>{esc(_group_label(page, s.group))}</td><td>{label}</td>"
-                       f"<td>{_ms(p.p50_ns)}{ci}</td><td>{_commit_html(template, ref)}</td>"
-                       f"<td>{_when(ref.created_at)}</td><td>{len(s.points)}</td><td>{len(s.changes)}</td></tr>")
+                       f"<td>{ms(p.p50_ns)}{ci}</td><td>{commit_html(template, ref)}</td>"
+                       f"<td>{when(ref.created_at)}</td><td>{len(s.points)}</td><td>{len(s.changes)}</td></tr>")
     out.append("</tbody></table>")
     if failed:
         out.append(f'<details class="failed-only"><summary>{len(failed)} series never produced a valid '
@@ -466,7 +380,7 @@ def index_html(history: History, files: dict[int, str], template: str | None = N
                      f"</td><td>{len(page.series)}</td><td>{sum(len(g.receipts) for g in page.groups)}</td>"
                      f"<td>{sum(len(s.changes) for s in page.series)}</td></tr>")
     parts.append("</tbody></table>")
-    return _doc("benchbox history", "\n".join(parts))
+    return doc("benchbox history", "\n".join(parts))
 
 
 # -- writing ---------------------------------------------------------------------------
@@ -496,13 +410,7 @@ def write_site(history: History, store: Store, out: Path, commit_url: str | None
     try:
         result = _write(history, store, tmp, out, template)
         os.chmod(tmp, 0o755)
-        old = None
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=parent))
-            os.replace(out, old / "site")
-        os.replace(tmp, out)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        replace_dir(tmp, out)
         return result
     except OSError as e:
         raise UsageError(f"{out}: cannot write the site: {e.strerror or e}") from None

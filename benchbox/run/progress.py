@@ -18,6 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
+from benchbox.durations import clock_text
+
 PHASES = ("calibrate", "control", "reference", "compile", "validate", "sample")
 
 
@@ -142,14 +144,6 @@ def eta_text(eta: RunEta | None) -> str:
         return ""
     more = f" + preparing {', '.join(to_prepare)}" if to_prepare else ""
     return f"run: ≈{clock_text(left)} left{more}"
-
-
-def clock_text(seconds: float | None) -> str:
-    """``75`` → ``1:15``; None → ``?``."""
-    if seconds is None:
-        return "?"
-    s = int(round(seconds))
-    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
 
 
 class LineReporter(Reporter):

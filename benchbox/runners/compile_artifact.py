@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import zipfile
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from benchbox.errors import UsageError
+from benchbox.fileio import folder_problem, write_atomic_with
 
 FORMAT = 1
 KIND = "benchbox torch-compile artifact"
@@ -117,15 +117,13 @@ def write_artifact(path: Path, payload: bytes, meta: dict[str, Any]) -> str:
     """Write the artifact file (replaced atomically); returns the payload's sha256."""
     sha = hashlib.sha256(payload).hexdigest()
     doc = {"format": FORMAT, "kind": KIND, "sha256": sha, **meta}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
+
+    def write(tmp: str) -> None:
         with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as z:
             z.writestr(META, json.dumps(doc, indent=1, sort_keys=True, default=str))
             z.writestr(PAYLOAD, payload)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+
+    write_atomic_with(path, write, parents=True)
     return sha
 
 
@@ -134,16 +132,7 @@ def output_problem(path: str) -> str | None:
     p = Path(path).expanduser()
     if p.is_dir():
         return "is a directory"
-    parent = p.parent
-    while not parent.exists():
-        if parent.parent == parent:
-            return "no existing parent directory"
-        parent = parent.parent
-    if not parent.is_dir():
-        return f"{parent} is not a directory"
-    if not os.access(parent, os.W_OK | os.X_OK):
-        return f"{parent} is not writable"
-    return None
+    return folder_problem(p.parent)
 
 
 def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> None:

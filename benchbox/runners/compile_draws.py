@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from benchbox.durations import ms_number
 from benchbox.fallbacks import compare_kernel_configs, compare_picks
 from benchbox.runners.compile_report import PhaseRecord, group_autotune
 
@@ -89,7 +90,7 @@ def cleanup(draws: list[Draw]) -> None:
 
 
 def _ms(ns: float | None) -> str:
-    return "?" if ns is None else f"{ns / 1e6:.4g}"
+    return ms_number(ns, ".4g", missing="?")
 
 
 def selection_text(sel: dict[str, Any]) -> str:

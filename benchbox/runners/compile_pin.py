@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from benchbox.environment import cpu_model
+from benchbox.fileio import NO_PARENT, folder_problem, write_atomic
 
 #: version of the key's layout; a change makes every key new
 KEY_FORMAT = 1
@@ -49,16 +50,8 @@ def default_cache_root() -> Path:
 
 def unusable_reason(path: Path) -> str | None:
     """None when ``path`` is, or can be made, a writable directory; else why not (no side effect)."""
-    p = path
-    while not p.exists():
-        if p.parent == p:
-            return f"{path}: no existing parent directory"
-        p = p.parent
-    if not p.is_dir():
-        return f"{p} is not a directory"
-    if not os.access(p, os.W_OK | os.X_OK):
-        return f"{p} is not writable"
-    return None
+    why = folder_problem(path)
+    return f"{path}: {why}" if why == NO_PARENT else why
 
 
 def model_fingerprint(model: Any) -> dict[str, str]:
@@ -160,12 +153,7 @@ def key_lock(path: Path) -> Iterator[None]:
 
 def write_json_atomic(path: Path, doc: Any) -> None:
     """Write ``doc`` to a temporary file beside ``path``, then rename it over ``path``."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(json.dumps(doc, indent=1, sort_keys=True, default=str))
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_atomic(path, json.dumps(doc, indent=1, sort_keys=True, default=str))
 
 
 class PinStore:

@@ -20,7 +20,6 @@ import inspect
 import io
 import json
 import logging
-import os
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from benchbox.errors import MissingExtraError, UsageError
+from benchbox.fileio import write_atomic
 from benchbox.runners.base import Phases
 
 #: bump when ``export_onnx`` changes what it writes for the same inputs (invalidates cached exports)
@@ -267,12 +267,6 @@ def export_key(task: Any, model: Any, example: tuple[np.ndarray, ...], *, opset:
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest(), doc
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 def load_or_export(task: Any, example: tuple[np.ndarray, ...], *, model: Any, opset: int | None,
                    cache_dir: Path | None, phases: Phases,
                    input_shapes: dict[str, Any] | None = None) -> tuple[OnnxExport, dict[str, Any]]:
@@ -307,6 +301,6 @@ def load_or_export(task: Any, example: tuple[np.ndarray, ...], *, model: Any, op
         exported = export_onnx(task, example, model=model, opset=opset, input_shapes=input_shapes)
     if cache_dir is not None:
         cache_dir.mkdir(parents=True, exist_ok=True)
-        _write_atomic(cache_dir / f"{key}.onnx", exported.model)
-        _write_atomic(cache_dir / f"{key}.json", json.dumps(exported.facts, default=str).encode())
+        write_atomic(cache_dir / f"{key}.onnx", exported.model)
+        write_atomic(cache_dir / f"{key}.json", json.dumps(exported.facts, default=str).encode())
     return exported, facts

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
+from benchbox import fileio
 from benchbox.runners import tensorrt_report as tr
 from benchbox.runners.base import Phases
 
@@ -22,10 +22,7 @@ def engine_cache_key(*, onnx_sha256: str, flavour: str, version: str, build_opti
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    fileio.write_atomic(path, data, parents=True)
 
 
 def load_entry(path: Path, enabled: bool, phases: Phases) -> tuple[bytes, dict[str, Any] | None, str | None]:

@@ -1,42 +1,6 @@
 """torch.compile: the compiled reference runner.
 
-Options (``runner_options["torch-compile"]``):
-
-- ``mode``: torch.compile mode (default ``max-autotune``); its resolved inductor
-  options (``torch._inductor.list_mode_options``) are recorded.
-- ``inductor_options``: inductor config ``KEY: VALUE`` pairs, applied through
-  ``torch.compile(options=...)`` on top of the mode's.
-- ``aten_fallbacks``: operators that must run as ATen kernels (``layer_norm``,
-  ``masked_scatter``, ``aten.native_layer_norm.default``): their decompositions are
-  removed and any inductor lowering is replaced by a fallback kernel, for this
-  runner's compiles only; the generated code then shows whether they ran in ATen.
-- ``cold_warm`` (default true): compile twice, ``compile_cold`` on empty inductor and
-  Triton caches (so autotuning really runs) and, after ``torch._dynamo.reset()``,
-  ``compile_warm`` on the caches the cold compile populated. False compiles once.
-- ``pin`` (default true): keep inductor's caches (FX graph cache, autotune local cache,
-  Triton cache) in a benchbox-managed directory per key (see ``compile_pin``), so a later
-  run of the same model, shapes, dtypes, device model, software and compile options loads
-  this compile's decisions instead of autotuning again. False compiles in a temporary
-  directory every time; its picks are still recorded under the key and compared.
-- ``cache_dir``: the root of the pinned caches (default ``$BENCHBOX_CACHE/inductor``, else
-  ``~/.cache/benchbox/inductor``).
-- ``autotune_stability`` (default false): add fresh compiles in throw-away directories
-  and compare the picks of two fresh compiles, call site by call site.
-- ``draws`` (default 1): when the key is not pinned yet, compile this many times afresh,
-  each in a throw-away directory, have the harness time each one (``draw_samples`` calls
-  per round, ``draw_rounds`` rounds, under the run's first contract and first case, after
-  the accuracy gates) and keep the fastest: its caches become the key's pinned caches (or,
-  with ``pin=false``, this run's), and the measured compile loads them warm. Every draw is
-  reported (``compile.draws``: p50, picks, compile seconds); the choice travels with the
-  pin and with artifacts (``selection``). A value above 1 is part of the key.
-- ``artifact``: a file written by ``artifact_out``; the compile is loaded from it into
-  empty caches (a temporary directory; the pinned caches are neither read nor written).
-  Its key must match this run's (``draws`` aside), else the run is refused in one line
-  saying what differs, or, with ``artifact_mismatch=compile``, the artifact is set aside
-  (the report says why) and the runner compiles as without it.
-- ``artifact_out``: write the measured compile to this file (``compile_artifact``), with
-  its key, picks, selection and the sha256 that names it.
-- ``transfer``, ``d2h``, ``stream``: how data moves (``benchbox.runners.transfer``).
+Options (``runner_options["torch-compile"]``) are declared and checked in ``compile_options``.
 
 What cold and warm mean under pinning: ``compile_cold`` always runs on empty caches and
 ``compile_warm`` always on populated ones, with in-memory caches cleared as in a fresh
@@ -74,174 +38,25 @@ import numpy as np
 import torch
 
 from benchbox.errors import UsageError, first_line
-from benchbox.fallbacks import compare_kernel_configs, compare_picks
+from benchbox.fallbacks import compare_picks
 from benchbox.runners import compile_artifact as cart
 from benchbox.runners import compile_draws as cd
+from benchbox.runners import compile_options as co
 from benchbox.runners import compile_pin as pin
 from benchbox.runners import compile_report as cr
 from benchbox.runners import transfer
 from benchbox.runners.base import Phases, trials_of
+from benchbox.runners.compile_facts import pin_summary, reuse_facts, stability_facts
 from benchbox.runners.torch_runner import TorchRunner
 
-OPTION_KEYS = ("mode", "inductor_options", "aten_fallbacks", "cold_warm", "pin", "cache_dir",
-               "autotune_stability", "draws", "draw_samples", "draw_rounds", "artifact", "artifact_out",
-               "artifact_mismatch", *transfer.OPTION_KEYS)
-OPTION_DEFAULTS: dict[str, Any] = {"mode": "max-autotune", "inductor_options": {}, "aten_fallbacks": [],
-                                   "cold_warm": True, "pin": True, "cache_dir": None,
-                                   "autotune_stability": False, "draws": 1, "draw_samples": 50,
-                                   "draw_rounds": 2, "artifact": None, "artifact_out": None,
-                                   "artifact_mismatch": "refuse"}
-_BOOL_OPTIONS = ("cold_warm", "pin", "autotune_stability")
-#: options reported only when set to other than their default (receipts written before they
-#: existed then declare the same options)
-_QUIET_OPTIONS = ("draws", "draw_samples", "draw_rounds")
 _PARTLY = ("partly_reused", "artifact_partly_reused")
-#: options naming artifact files: reported under ``compile.artifact``, not among the options
-_ARTIFACT_OPTIONS = ("artifact", "artifact_out", "artifact_mismatch")
-#: integer options: (lowest, highest)
-_INT_OPTIONS = {"draws": (1, cd.MAX_DRAWS), "draw_samples": (3, 100_000), "draw_rounds": (1, cd.MAX_ROUNDS)}
-#: inductor settings that decide how autotune candidates are benchmarked and how many are kept;
-#: their values for each compile are recorded (set them with ``inductor_options``)
-AUTOTUNE_SETTINGS = ("max_autotune", "max_autotune_gemm", "max_autotune_pointwise",
-                     "max_autotune_gemm_backends", "max_autotune_gemm_search_space",
-                     "coordinate_descent_tuning",
-                     "coordinate_descent_search_radius", "coordinate_descent_check_all_directions",
-                     "benchmark_epilogue_fusion", "max_epilogue_benchmarked_choices", "benchmark_fusion",
-                     "autotune_in_subproc", "autotune_fallback_to_aten", "use_experimental_benchmarker",
-                     "inductor_default_autotune_warmup", "inductor_default_autotune_rep",
-                     "triton.autotune_pointwise", "triton.cudagraphs")
-#: cache settings for every compile: local caches on (the warm phase needs them), remote off
-CACHE_CONFIG: dict[str, Any] = {"fx_graph_cache": True, "fx_graph_remote_cache": False,
-                                "autotune_local_cache": True, "autotune_remote_cache": False,
-                                "bundled_autotune_remote_cache": False}
-
-
-def resolve_aten_op(name: str) -> list[Any]:
-    """The ATen overloads that ``name`` (``layer_norm``, ``aten.masked_scatter``, ...) means.
-
-    Both ``aten.NAME`` and ``aten.native_NAME`` are taken (``layer_norm`` is traced
-    into ``native_layer_norm``); only overloads inductor would otherwise decompose or
-    lower are kept, unless none is, then all of them.
-    """
-    from torch._inductor.decomposition import select_decomp_table
-    from torch._inductor.lowering import lowerings
-
-    spec = name.strip().removeprefix("torch.ops.").removeprefix("aten.")
-    base, _, overload = spec.partition(".")
-    if not base.isidentifier():
-        raise UsageError(f"torch-compile: aten_fallbacks {name!r}: not an operator name (e.g. layer_norm)")
-    aten = torch.ops.aten
-    packets = [getattr(aten, n) for n in (base, f"native_{base}") if hasattr(aten, n)]
-    ops = [getattr(p, o) for p in packets for o in p.overloads() if not overload or o == overload]
-    if not ops:
-        raise UsageError(f"torch-compile: aten_fallbacks {name!r}: no ATen operator aten.{spec}")
-    table = select_decomp_table()
-    relevant = [op for op in ops if op in table or op in lowerings]
-    return relevant or ops
-
-
-@contextmanager
-def force_aten(ops: list[Any]) -> Iterator[dict[str, list[str]]]:
-    """Make inductor call ``ops`` as ATen kernels inside the block; restore after.
-
-    Removes their decompositions from inductor's tables and, where inductor has its
-    own lowering that is not already a fallback, registers a user lowering that
-    emits the ATen fallback kernel instead.
-    """
-    from torch._inductor import decomposition as dec
-    from torch._inductor import lowering as low
-
-    tables = [dec.decompositions, dec.fast_random_decomps()]
-    removed: list[tuple[dict[Any, Any], Any, Any]] = []
-    overridden: list[Any] = []
-    registered: list[Any] = []
-    for op in ops:
-        for t in tables:
-            if op in t:
-                removed.append((t, op, t.pop(op)))
-        if op in low.lowerings and op not in low.fallbacks and op not in low.user_lowerings:
-            low.user_lowerings[op] = low.fallback_handler(op, add_to_fallback_set=False)
-            overridden.append(op)
-        elif op not in low.lowerings:
-            # no lowering once its decomposition is gone: register the ATen fallback kernel
-            # ourselves, as inductor's own implicit fallback refuses ops that have a core
-            # decomposition when the CI environment variable is set
-            low.make_fallback(op, warn=False, override_decomp=True)
-            registered.append(op)
-    try:
-        yield {"decomposition_removed": sorted({str(op) for _, op, _ in removed}),
-               "lowering_replaced": [str(op) for op in overridden],
-               "fallback_registered": [str(op) for op in registered]}
-    finally:
-        for t, op, fn in removed:
-            t[op] = fn
-        for op in overridden:
-            low.user_lowerings.pop(op, None)
-        for op in registered:
-            low.lowerings.pop(op, None)
-            low.fallbacks.discard(op)
-            low.needs_realized_inputs.discard(op)
-
-
-def _check_draws_and_artifacts(opts: dict[str, Any]) -> None:
-    """``draws``, ``draw_samples``, ``draw_rounds``, ``artifact``, ``artifact_out`` and
-    ``artifact_mismatch``, in one line each; an artifact to load is read (and its sha256
-    checked) here, before anything runs."""
-    for key, (lo, hi) in _INT_OPTIONS.items():
-        v = opts[key]
-        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-            raise UsageError(f"torch-compile: {key} must be a whole number from {lo} to {hi}")
-    if opts["draws"] > 1 and opts["autotune_stability"]:
-        raise UsageError("torch-compile: autotune_stability and draws > 1 do not go together "
-                         "(the draws are fresh compiles compared call site by call site: compile.draws)")
-    if opts["artifact_mismatch"] not in ("refuse", "compile"):
-        raise UsageError("torch-compile: artifact_mismatch must be refuse or compile")
-    for key in ("artifact", "artifact_out"):
-        v = opts[key]
-        if v is not None and (not isinstance(v, str) or not v.strip()):
-            raise UsageError(f"torch-compile: {key} must be a file path")
-    if opts["artifact"]:
-        cart.read_artifact(opts["artifact"])
-    if opts["artifact_out"]:
-        why = cart.output_problem(opts["artifact_out"])
-        if why:
-            raise UsageError(f"torch-compile: artifact_out {opts['artifact_out']!r} cannot be written: {why}")
-
-
-def _resolve(opts: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, list[str]], list[Any]]:
-    """The mode's inductor options, the user's, and the forced ATen operators; UsageError when one is
-    unknown (checked before anything is measured)."""
-    from torch._inductor import config as inductor_config
-    from torch._inductor import list_mode_options
-
-    mode = opts["mode"]
-    try:
-        mode_options: dict[str, Any] = dict(list_mode_options(mode)) if mode != "default" else {}
-    except RuntimeError as e:
-        raise UsageError(f"torch-compile: mode {mode!r}: {first_line(e)}") from None
-    user = opts["inductor_options"]
-    if not isinstance(user, dict):
-        raise UsageError("torch-compile: inductor_options must be KEY=VALUE pairs")
-    known = inductor_config.get_config_copy()
-    for key in user:
-        if key.replace("-", "_") not in known:
-            raise UsageError(f"torch-compile: inductor option {key!r} does not exist "
-                             "(see torch._inductor.config)")
-    fallbacks = opts["aten_fallbacks"]
-    forced: dict[str, list[str]] = {}
-    forced_ops: list[Any] = []
-    for req in [fallbacks] if isinstance(fallbacks, str) else fallbacks:
-        ops = resolve_aten_op(str(req))
-        forced[str(req)] = [str(op) for op in ops]
-        forced_ops += ops
-    return mode_options, {k.replace("-", "_"): v for k, v in user.items()}, forced, forced_ops
 
 
 class TorchCompileRunner(TorchRunner):
     """torch.compile with inductor; pinned decisions, cold and warm compile time reported apart."""
 
     name = "torch-compile"
-    OPTION_KEYS: tuple[str, ...] | None = OPTION_KEYS
+    OPTION_KEYS: tuple[str, ...] | None = co.OPTION_KEYS
     TRANSFERS = transfer.TRANSFERS
     STATIC_INPUTS = False
     SIDE_STREAM = False
@@ -250,7 +65,7 @@ class TorchCompileRunner(TorchRunner):
     def check_options(cls, options: dict[str, Any]) -> None:
         """Unknown keys, non-boolean switches and an unusable ``cache_dir``, in one line."""
         super().check_options(options)
-        for key in _BOOL_OPTIONS:
+        for key in co.BOOL_OPTIONS:
             if key in options and not isinstance(options[key], bool):
                 raise UsageError(f"torch-compile: {key} must be true or false")
         cache_dir = options.get("cache_dir")
@@ -260,13 +75,14 @@ class TorchCompileRunner(TorchRunner):
             why = pin.unusable_reason(Path(cache_dir).expanduser())
             if why:
                 raise UsageError(f"torch-compile: cache_dir {cache_dir!r} cannot hold the cache: {why}")
-        _check_draws_and_artifacts({**OPTION_DEFAULTS, **options})
-        _resolve({**OPTION_DEFAULTS, **options})  # mode, inductor options, ATen operators
+        co.check_draws_and_artifacts({**co.OPTION_DEFAULTS, **options})
+        co.resolve_options({**co.OPTION_DEFAULTS, **options})  # mode, inductor options, ATen operators
 
     def __init__(self, device: str = "cpu", options: dict[str, Any] | None = None) -> None:
-        options = {**OPTION_DEFAULTS, **(options or {})}
+        options = {**co.OPTION_DEFAULTS, **(options or {})}
         super().__init__(device, options)
-        self.mode_options, self.inductor_options, self.forced, self._forced_ops = _resolve(self.options)
+        resolved = co.resolve_options(self.options)
+        self.mode_options, self.inductor_options, self.forced, self._forced_ops = resolved
         self.records: dict[str, cr.PhaseRecord] = {}
         self._force_facts: dict[str, list[str]] = {}
         self._after: tuple[dict[str, Any], set[int]] = ({}, set())
@@ -316,7 +132,7 @@ class TorchCompileRunner(TorchRunner):
                 "compile": {"backend": "inductor", "mode": self.options["mode"],
                             "options": self.applied_config,
                             "aten_fallbacks": sorted(str(op) for op in self._forced_ops),
-                            "caches": dict(CACHE_CONFIG),
+                            "caches": dict(co.CACHE_CONFIG),
                             # how the kept compile is chosen: part of the key only when not the default
                             **({"draws": self.options["draws"]} if self.options["draws"] > 1 else {})}}
 
@@ -333,9 +149,9 @@ class TorchCompileRunner(TorchRunner):
         clear_caches()  # in-memory caches too: each phase starts as a fresh process would
         try:
             with ExitStack() as stack:
-                stack.enter_context(inductor_config.patch(CACHE_CONFIG))
+                stack.enter_context(inductor_config.patch(co.CACHE_CONFIG))
                 if self._forced_ops:
-                    self._force_facts = stack.enter_context(force_aten(self._forced_ops))
+                    self._force_facts = stack.enter_context(co.force_aten(self._forced_ops))
                 yield stack.enter_context(cr.CompileObserver())
         finally:
             for k, old in saved.items():
@@ -579,32 +395,9 @@ class TorchCompileRunner(TorchRunner):
         return facts
 
     def _reuse_facts(self, facts: dict[str, Any], pinned: dict[str, Any]) -> None:
-        """What the warm compile under a pinned key reused: its graph-cache counters and status."""
-        warm = self.records["compile_warm"]
-        counters = warm.cache_counters()
-        ind, aot = counters["inductor"], counters["aot_autograd"]
-        hits, misses = ind.get("fxgraph_cache_hit", 0), ind.get("fxgraph_cache_miss", 0)
-        bypass = ind.get("fxgraph_cache_bypass", 0)
-        facts["graphs"] = {"fx_graph_cache_hits": hits, "fx_graph_cache_misses": misses,
-                           "fx_graph_cache_bypasses": bypass,
-                           "aot_autograd_cache_hits": aot.get("autograd_cache_hit", 0),
-                           "autotuned_call_sites": len(warm.autotune)}
-        # an AOTAutograd cache hit serves inductor's cached graph without an FX-cache lookup
-        served = hits or aot.get("autograd_cache_hit", 0)
-        facts["status"] = ("reused" if served and not misses and not bypass and not warm.autotune
-                           else "partly_reused")
-        facts["picks_generation"] = pinned.get("generation")
-        facts["picks_from"] = (f"{pinned.get('compile') or 'compile_cold'} of the run that pinned this key "
-                               f"(generation {pinned.get('generation')})")
+        reuse_facts(facts, pinned, self.records["compile_warm"])
         if pinned.get("selection"):  # kept with the compile: it travels on into a saved artifact
-            facts["selection"] = self._selection = pinned["selection"]
-        if facts["status"] == "partly_reused":
-            facts["note"] = "; ".join([
-                f"inductor compiled {misses + bypass} of {hits + misses + bypass} graph(s) anew under "
-                "the pinned key (its own cache key differs: code outside the model's classes, "
-                "inductor settings or environment)", *warm.cache_bypass[:2]])
-            if warm.autotune:
-                facts["picks_vs_pinned"] = compare_picks(pinned["sites"], warm.autotune).to_dict()
+            self._selection = pinned["selection"]
 
     def _record_picks(self, facts: dict[str, Any], store: pin.PinStore, doc: dict[str, Any],
                       fresh: dict[str, tuple[cr.PhaseRecord, dict[str, Any]]], pinning: bool,
@@ -683,9 +476,10 @@ class TorchCompileRunner(TorchRunner):
             "aten_fallbacks": [{"requested": req, "ops": ops, "in_generated_code": verified[req]}
                                for req, ops in self.forced.items()],
             "aten_fallback_patch": self._force_facts,
-            "cache": dict(CACHE_CONFIG),
+            "cache": dict(co.CACHE_CONFIG),
             # how autotune candidates were benchmarked and how many kept, as the compiles saw it
-            "autotune_settings": {k: applied.get(k, current[k]) for k in AUTOTUNE_SETTINGS if k in current}}
+            "autotune_settings": {k: applied.get(k, current[k]) for k in co.AUTOTUNE_SETTINGS
+                                  if k in current}}
 
     def report(self) -> dict[str, Any]:
         rep = super().report()
@@ -693,104 +487,10 @@ class TorchCompileRunner(TorchRunner):
             rep["fallbacks"] = list(self.fallbacks) + cr.run_entries(*self._after)
         # where an artifact is read or written is not what is measured (its sha256 is, under
         # compile.artifact); options added since receipts first had options show only when set
-        rep["options"] = {k: v for k, v in rep["options"].items() if k not in _ARTIFACT_OPTIONS
-                          and not (k in _QUIET_OPTIONS and v == OPTION_DEFAULTS[k])}
-        given = {k: self.options[k] for k in _ARTIFACT_OPTIONS if self.options[k] not in (None, "refuse")}
+        rep["options"] = {k: v for k, v in rep["options"].items() if k not in co.ARTIFACT_OPTIONS
+                          and not (k in co.QUIET_OPTIONS and v == co.OPTION_DEFAULTS[k])}
+        given = {k: self.options[k] for k in co.ARTIFACT_OPTIONS if self.options[k] not in (None, "refuse")}
         if given and isinstance(rep.get("compile"), dict):
             rep["compile"] = {**rep["compile"], "artifact": {**rep["compile"].get("artifact", {}),
                                                                "options": given}}
         return rep
-
-
-def stability_facts(fresh: dict[str, tuple[cr.PhaseRecord, dict[str, Any]]],
-                    pinned: dict[str, Any] | None) -> dict[str, Any]:
-    """Two fresh compiles' picks compared: the first stability compile against this run's
-    cold compile, else against the second stability compile, else against the pinned picks
-    (another run's fresh compile, when the key was pinned between the plan and the lock)."""
-    first_name = "compile_stability_1"
-    second_name = next((n for n in ("compile_cold", "compile_stability_2") if n in fresh), None)
-    first, first_configs = fresh[first_name]
-    if second_name is not None:
-        second_sites, second_configs = fresh[second_name][0].autotune, fresh[second_name][1]
-        against = f"this run's {second_name}"
-    else:
-        second_sites = list((pinned or {}).get("sites") or [])
-        second_configs = dict((pinned or {}).get("kernel_configs") or {})
-        against = f"the pinned fresh compile (generation {(pinned or {}).get('generation')})"
-    picks = compare_picks(first.autotune, second_sites)
-    out = {"compared": [f"this run's {first_name}", against], **picks.to_dict(),
-           "kernel_configs": compare_kernel_configs(first_configs, second_configs)}
-    out["summary"] = stability_summary(out)
-    return out
-
-
-def _key_text(facts: dict[str, Any]) -> str:
-    return f"key {str(facts.get('key') or '')[:12]}"
-
-
-def _picks_text(cmp: dict[str, Any] | None, what: str) -> str:
-    if cmp is None:
-        return f"no earlier picks recorded for this key to compare with {what}"
-    if cmp.get("same"):
-        return f"same picks as the last recorded (generation {cmp.get('compared_with_generation')})"
-    lines = "; ".join(cmp.get("lines") or [])
-    return (f"picks DIFFER from the last recorded (generation {cmp.get('compared_with_generation')}) "
-            f"at {cmp.get('changed_sites', 0) + cmp.get('unmatched_sites', 0)} of {cmp.get('sites')} "
-            f"call sites: {lines}")
-
-
-def pin_summary(facts: dict[str, Any]) -> str:
-    """One line on what the compile reused (and how it was chosen), for the terminal."""
-    text = _reuse_text(facts)
-    sel = facts.get("selection")
-    if isinstance(sel, dict) and sel.get("draws") and facts.get("status") != "fresh":
-        text += f"; {cd.selection_text(sel)}"
-    if facts.get("artifact_not_used"):
-        text = f"{facts['artifact_not_used']}; compiled instead: {text}"
-    return text
-
-
-def _reuse_text(facts: dict[str, Any]) -> str:
-    status = facts.get("status")
-    g = facts.get("graphs") or {}
-    if status == "fresh":
-        sel = facts.get("selection")
-        how = f"the {cd.selection_text(sel)}" if isinstance(sel, dict) else "fresh compile"
-        head = f"pinned, {how} ({_key_text(facts)}); its picks are now pinned"
-        return f"{head}; {_picks_text(facts.get('picks_vs_recorded'), 'them')}"
-    if status == "reused":
-        return (f"pinned, reused the compile of generation {facts.get('picks_generation')} "
-                f"({_key_text(facts)}): {g.get('fx_graph_cache_hits')} graph(s) from the cache, "
-                "no autotuning")
-    if status == "partly_reused":
-        return f"pinned, PARTLY reused ({_key_text(facts)}): {facts.get('note', '')}"
-    sha = str(facts.get("artifact_sha256") or "")[:12]
-    if status == "artifact":
-        return (f"reused from artifact {sha} ({_key_text(facts)}): {g.get('fx_graph_cache_hits')} graph(s) "
-                "from the artifact, no autotuning")
-    if status == "artifact_partly_reused":
-        return f"PARTLY reused from artifact {sha} ({_key_text(facts)}): {facts.get('note', '')}"
-    if facts.get("key") is None:
-        return f"not pinned; picks not recorded ({facts.get('note', '')})"
-    head = f"not pinned ({_key_text(facts)})"
-    if "picks_vs_recorded" in facts:
-        return f"{head}; {_picks_text(facts.get('picks_vs_recorded'), 'this compile')}"
-    return head
-
-
-def stability_summary(facts: dict[str, Any]) -> str:
-    """One line on how much two fresh compiles' picks differ."""
-    sites, changed = facts.get("sites", 0), facts.get("changed_sites", 0) + facts.get("unmatched_sites", 0)
-    kc = facts.get("kernel_configs") or {}
-    kernels = (f"; Triton kernel configs differ for {kc['changed']} of {kc['kernels']} kernels"
-               if kc.get("kernels") else "")
-    if not sites and not facts.get("unmatched_sites"):
-        return "autotune stability: no autotuned call sites" + kernels
-    if not changed:
-        return f"autotune stability: two fresh compiles picked the same kernels at all {sites} call sites" \
-               + kernels
-    delta, pct = facts.get("estimated_delta_ms"), facts.get("estimated_delta_pct")
-    est = (f", ≈ {delta:+.4f} ms per call ({pct:+.1f}% of the tuned operators) by the autotuner's own timings"
-           if isinstance(delta, float) and isinstance(pct, float) else "")
-    return (f"autotune stability: two fresh compiles differ at {changed} of {sites} call sites "
-            f"({'; '.join(facts.get('lines') or [])}){est}" + kernels)

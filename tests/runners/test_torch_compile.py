@@ -199,7 +199,7 @@ def test_every_mode_named_in_help_is_one_torch_takes() -> None:
 
 
 def test_aten_fallback_names_resolve_to_overloads() -> None:
-    from benchbox.runners.torch_compile import resolve_aten_op
+    from benchbox.runners.compile_options import resolve_aten_op
 
     assert "aten.native_layer_norm.default" in {str(op) for op in resolve_aten_op("layer_norm")}
     assert {str(op) for op in resolve_aten_op("aten.masked_scatter.default")} == \

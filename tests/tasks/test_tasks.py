@@ -28,6 +28,8 @@ from benchbox.tasks.decision.weights import load_safetensors, save_safetensors
 from tests.support import REPO, one_line_exit_2
 
 FIXTURES = REPO / "benchbox" / "tasks" / "decision" / "fixtures"
+#: the decision task with the test-only options fault and slowdown_us (tests/faulty_decision.py)
+FAULTY = "tests.faulty_decision:FaultyDecisionTask"
 
 
 def _run(tmp: Path, name: str, **kw: object) -> dict:
@@ -111,8 +113,8 @@ def test_wrong_dtype_fails_the_logit_and_probability_gates(tmp_path: Path) -> No
 @pytest.mark.parametrize(("fault", "gate"), [("unrepeatable", "repeatable"),
                                              ("flip_answer", "answer_equal")])
 def test_deliberate_fault_fails_exactly_its_gate(tmp_path: Path, fault: str, gate: str) -> None:
-    receipt = _run(tmp_path, fault, cases=("outage", "video"), task_options={"fault": fault})
-    assert receipt["task"]["fault"] == fault
+    receipt = _run(tmp_path, fault, cases=("outage", "video"), task=FAULTY, task_options={"fault": fault})
+    assert receipt["task"]["fault"] == fault and receipt["task"]["name"] == "decision"
     for row in receipt["results"]:
         assert row["status"] == "invalid"
         failed = [g["name"] for g in row["accuracy"]["gates"] if not g["passed"]]
@@ -229,8 +231,31 @@ def test_precision_options_change_reduced_precision_numerics() -> None:
     assert not torch.equal(outs[True], outs[False])
     with pytest.raises(UsageError, match="unknown task option 'softmax'"):
         load_task("decision", options={"softmax": True})
-    with pytest.raises(UsageError, match="fault"):
-        load_task("decision", options={"fault": "sometimes"})
+    with pytest.raises(UsageError, match="fault: 'sometimes' is not one of none, flip_answer, unrepeatable"):
+        load_task(FAULTY, options={"fault": "sometimes"})
+    with pytest.raises(UsageError, match="slowdown_us: must be ≥ 0"):
+        load_task(FAULTY, options={"slowdown_us": -1})
+
+
+def test_the_built_in_task_takes_no_test_only_option() -> None:
+    for option in ("fault", "slowdown_us"):
+        with pytest.raises(UsageError, match=f"unknown task option '{option}'"):
+            load_task("decision", options={option: 1})
+
+
+def test_the_test_task_without_its_options_is_the_built_in_task() -> None:
+    plain, faulty = DecisionTask(), load_task(FAULTY)
+    assert faulty.info() == plain.info() and faulty.name == "decision"
+    case = plain.cases()[0]
+    request = plain.parse(case.request)
+    rng = np.random.default_rng(0)
+    outputs = {"logits": rng.standard_normal((1, 64)).astype(np.float32)}
+    for task in (plain, faulty):
+        reduced = task.reduce(outputs, request)
+        assert task.serialize(task.answer(reduced, request)) == plain.serialize(
+            plain.answer(plain.reduce(outputs, request), request))
+    slow = load_task(FAULTY, options={"slowdown_us": 7, "dynamic_tokens": True})
+    assert list(slow.info())[-2:] == ["slowdown_us", "dynamic_tokens"] and slow.info()["slowdown_us"] == 7
 
 
 def test_tiny_model_exports_to_onnx(tmp_path: Path) -> None:

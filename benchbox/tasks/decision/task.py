@@ -13,12 +13,11 @@ import binascii
 import hashlib
 import json
 import re
-import time
 import zlib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -44,11 +43,7 @@ OPTIONS: dict[str, tuple[type, Any, str]] = {
     "dynamic_tokens": (bool, False, "tokens and token_mask unpadded: their length follows the request "
                                     "(1..max_tokens), a dynamic-shape input for runners that build for "
                                     "shapes"),
-    "fault": (str, "none", "deliberate fault, to prove the gates: none, flip_answer, unrepeatable"),
-    "slowdown_us": (int, 0, "deliberate slowdown, to prove a diff: serialize sleeps this many "
-                            "microseconds more per call (recorded in the receipt's task options)"),
 }
-FAULTS = ("none", "flip_answer", "unrepeatable")
 
 #: Gate defaults per dtype. Measured (eager on the CPU against the float32 reference, all five
 #: cases, sizes tiny and small, default precision options; `python -m benchbox.tasks.decision.precision`):
@@ -103,8 +98,8 @@ def _dim(obj: dict[str, Any], key: str, hi: int) -> int:
     return v
 
 
-def _option(options: dict[str, Any], key: str) -> Any:
-    kind, default, _ = OPTIONS[key]
+def _option(options: dict[str, Any], key: str, declared: dict[str, tuple[type, Any, str]]) -> Any:
+    kind, default, _ = declared[key]
     v = options.get(key, default)
     if v is None:
         return None
@@ -140,24 +135,21 @@ class DecisionTask(Task):
     input_names = ("tokens", "token_mask", "patches", "patch_mask", "pos_index", "pos_weight",
                    "frame", "choice_tokens", "choice_mask")
     output_names = ("logits",)
+    #: the options the class takes: name → (type, default, meaning); a subclass may declare more
+    declared_options: ClassVar[dict[str, tuple[type, Any, str]]] = OPTIONS
 
     def __post_init__(self) -> None:
         if self.size not in SIZES:
             raise ValueError(f"unknown size {self.size!r} (sizes: {', '.join(SIZES)})")
-        unknown = sorted(set(self.options) - set(OPTIONS))
+        declared = self.declared_options
+        unknown = sorted(set(self.options) - set(declared))
         if unknown:
-            raise ValueError(f"unknown task option {unknown[0]!r} (options: {', '.join(OPTIONS)})")
+            raise ValueError(f"unknown task option {unknown[0]!r} (options: {', '.join(declared)})")
         self.spec = SIZES[self.size]
-        self.settings: dict[str, Any] = {k: _option(self.options, k) for k in OPTIONS}
+        self.settings: dict[str, Any] = {k: _option(self.options, k, declared) for k in declared}
         if self.settings["seed"] is None:
             self.settings["seed"] = self.spec.seed
         self.seed = int(self.settings["seed"])
-        if self.settings["slowdown_us"] < 0:
-            raise ValueError(f"task option slowdown_us: must be ≥ 0, got {self.settings['slowdown_us']}")
-        if self.settings["fault"] not in FAULTS:
-            raise ValueError(f"task option fault: {self.settings['fault']!r} is not one of "
-                             f"{', '.join(FAULTS)}")
-        self._calls: dict[bytes, int] = {}
         self.weights_sha256 = ""
         if self.settings["weights"]:
             self.weights_sha256 = self._check_weights(Path(self.settings["weights"]))
@@ -244,28 +236,19 @@ class DecisionTask(Task):
         return tokens, mask, patches, patch_mask, pos_index, pos_weight, frame, ctok, cmask
 
     def reduce(self, outputs: dict[str, np.ndarray], request: Request) -> dict[str, Any]:
-        logits = outputs["logits"][0, : len(request.choices)].astype(np.float32)
-        call = self._count(request)
-        if self.settings["fault"] == "unrepeatable" and call % 2 == 0:
-            # deliberate fault: every other call of a request nudges one logit by 1e-4,
-            # well inside the logit and probability gates, but the response bytes differ
-            logits = logits.copy()
-            logits[0] += np.float32(1e-4)
+        return self.decide(self.logits(outputs, request))
+
+    @staticmethod
+    def logits(outputs: dict[str, np.ndarray], request: Request) -> np.ndarray:
+        """The request's choices' logits, in float32."""
+        return outputs["logits"][0, : len(request.choices)].astype(np.float32)
+
+    @staticmethod
+    def decide(logits: np.ndarray) -> dict[str, Any]:
+        """The reduced output: the choices' probabilities and the best one."""
         z = np.exp(logits - logits.max())
         probs = z / z.sum()
-        best = int(np.argmax(probs))
-        if self.settings["fault"] == "flip_answer" and call > 1:
-            # deliberate fault: after the first call of a request (the reference, in a run),
-            # answer the runner-up choice
-            best = int(np.argsort(-probs, kind="stable")[1])
-        return {"probabilities": probs, "best": best}
-
-    def _count(self, request: Request) -> int:
-        if self.settings["fault"] == "none":
-            return 0
-        key = request.id.encode()
-        self._calls[key] = self._calls.get(key, 0) + 1
-        return self._calls[key]
+        return {"probabilities": probs, "best": int(np.argmax(probs))}
 
     def answer(self, reduced: dict[str, Any], request: Request) -> dict[str, Any]:
         probs = reduced["probabilities"]
@@ -276,8 +259,6 @@ class DecisionTask(Task):
         }
 
     def serialize(self, answer: dict[str, Any]) -> bytes:
-        if self.settings["slowdown_us"] > 0:
-            time.sleep(self.settings["slowdown_us"] / 1e6)
         return json.dumps(answer, separators=(",", ":")).encode()
 
     # -- cases, model, accuracy -------------------------------------------------
@@ -370,10 +351,6 @@ class DecisionTask(Task):
                           ("softmax_fp32", "layernorm_fp32", "logits_fp32", "pos_interp_round")}
         d["weights"] = ({"path": self.settings["weights"], "sha256": self.weights_sha256}
                         if self.settings["weights"] else "seeded")
-        if self.settings["fault"] != "none":
-            d["fault"] = self.settings["fault"]
-        if self.settings["slowdown_us"]:
-            d["slowdown_us"] = self.settings["slowdown_us"]
         if self.settings["dynamic_tokens"]:
             d["dynamic_tokens"] = True
         return d

@@ -31,8 +31,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
-import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -40,28 +38,30 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchbox import stats
-from benchbox.errors import MissingExtraError, UsageError
+from benchbox.errors import UsageError
 from benchbox.receipts.io import NotAReceipt, load_receipt, parse_receipt, read_receipt_bytes
-from benchbox.receipts.model import Receipt, ResultRow
+from benchbox.receipts.model import Receipt
+from benchbox.store.files import MARKER, STORE_VERSION, TMP, atomic_parquet, atomic_write, read_marker
+from benchbox.store.tables import (
+    MATRIX_CELL,
+    RECEIPTS_DIR,
+    parse_time,
+    polars,
+    receipt_facts,
+    result_rows,
+    schemas,
+)
 
-STORE_FORMAT = "benchbox-store"
-STORE_VERSION = 1
-MARKER = "store.json"
-RECEIPTS_DIR = "receipts"
+__all__ = ["INDEX_FILE", "MARKER", "MATRIX_CELL", "RECEIPTS_DIR", "ROWS_FILE", "VOLATILE_KEYS", "AddEntry",
+           "AddResult", "Store", "StoredReceipt", "canonical_json", "receipt_identity"]
+
 ROWS_FILE = "rows.parquet"
 INDEX_FILE = "receipts.parquet"
-#: Label that a matrix run puts on each of its receipts (``settings.labels``).
-MATRIX_CELL = "matrix_cell"
 #: Top-level keys left out of a receipt's identity. Schema v1 has none: formatting and key
 #: order are normalised by the canonical JSON, and an older schema version by migrating
 #: on load, so a receipt and any re-encoded or migrated copy of it share one identity.
 VOLATILE_KEYS: frozenset[str] = frozenset()
 _ID = re.compile(r"[0-9a-f]{64}")
-#: Temporary files of this module's atomic writes (``.NAME.XXXX.tmp``), and the hidden folder a
-#: store is built in before it is renamed into place.
-_TMP = re.compile(r"\..+\.tmp")
-_NEW = ".new-"
 
 
 def canonical_json(receipt: dict[str, Any]) -> bytes:
@@ -79,19 +79,6 @@ def receipt_identity(receipt: Receipt | dict[str, Any]) -> str:
     """
     doc = receipt.to_json() if isinstance(receipt, Receipt) else receipt
     return hashlib.sha256(canonical_json(doc)).hexdigest()
-
-
-def labels_of(receipt: Receipt) -> dict[str, str]:
-    """``settings.labels`` as strings (empty when the receipt has none)."""
-    labels = (receipt.settings or {}).get("labels")
-    if not isinstance(labels, dict):
-        return {}
-    return {str(k): str(v) for k, v in labels.items()}
-
-
-def series_key(task: str, contract_hash: str, size: Any, dtype: Any, device: str) -> str:
-    """The part of a series' identity shared by every (case, runner) of one receipt."""
-    return json.dumps([task, contract_hash, size, dtype, device], separators=(",", ":"))
 
 
 @dataclass(frozen=True)
@@ -141,213 +128,13 @@ class AddResult:
         return tuple(e.identity for e in (*self.added, *self.present))
 
 
-def _parse_time(ts: str | None) -> datetime | None:
-    if not ts:
-        return None
-    try:
-        t = datetime.fromisoformat(ts)
-    except ValueError:
-        return None
-    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
-
-
-def _ci(ci: tuple[int, int] | None) -> tuple[int | None, int | None]:
-    return (ci[0], ci[1]) if ci is not None else (None, None)
-
-
-def receipt_facts(identity: str, receipt: Receipt, file_sha256: str | None = None) -> dict[str, Any]:
-    """The receipts-table row of one loaded receipt (``file_sha256``: of the stored file's bytes)."""
-    task, contract, env = receipt.task, receipt.contract, receipt.environment
-    git = env.get("git") or {}
-    labels = labels_of(receipt)
-    return {
-        "identity": identity,
-        "path": f"{RECEIPTS_DIR}/{identity}.json",
-        "created_at": receipt.created_at,
-        "created": _parse_time(receipt.created_at),
-        "commit": git.get("commit") if isinstance(git.get("commit"), str) else None,
-        "dirty": git.get("dirty") if isinstance(git.get("dirty"), bool) else None,
-        "task": task.name,
-        "size": task.size,
-        "dtype": task.dtype,
-        "model_sha256": task.model_sha256,
-        "contract": contract.name,
-        "contract_version": contract.version,
-        "contract_hash": contract.hash,
-        "clock": contract.clock,
-        "device": receipt.device_label,
-        "hostname": str(env.get("hostname") or "") or None,
-        "benchbox_version": receipt.benchbox_version,
-        "complete": receipt.is_complete,
-        "interrupted": receipt.interrupted is True,
-        "n_results": len(receipt.results),
-        "labels": json.dumps(labels, sort_keys=True, ensure_ascii=False),
-        "matrix_cell": labels.get(MATRIX_CELL),
-        "file_sha256": file_sha256,
-    }
-
-
-def _caveats(row: ResultRow) -> list[str]:
-    try:
-        return stats.caveats(row.summary.to_json(), row.steady_state)
-    except (TypeError, KeyError, ValueError):  # a hand-made summary missing noise fields
-        return [r for r in row.reasons if r.startswith(("noise:", "unsettled:"))]
-
-
-def result_rows(identity: str, receipt: Receipt) -> list[dict[str, Any]]:
-    """The rows-table rows of one loaded receipt: one per (runner, case)."""
-    facts = receipt_facts(identity, receipt)
-    shared = {k: facts[k] for k in ("identity", "created_at", "created", "commit", "dirty", "task", "size",
-                                     "dtype", "contract", "contract_hash", "clock", "device", "labels",
-                                     "matrix_cell")}
-    shared["series"] = series_key(facts["task"], facts["contract_hash"], facts["size"], facts["dtype"],
-                                  facts["device"])
-    out = []
-    for row in receipt.results:
-        s = row.summary
-        cav = _caveats(row)
-        p50, p90, p99 = _ci(s.p50_ci_ns), _ci(s.p90_ci_ns), _ci(s.p99_ci_ns)
-        out.append({
-            **shared,
-            "runner": row.runner,
-            "case": row.case,
-            "status": row.status,
-            "partial": row.partial is True,
-            "clock_used": row.clock,
-            "n": s.n,
-            "p50_ns": s.p50_ns, "p50_lo_ns": p50[0], "p50_hi_ns": p50[1],
-            "p90_ns": s.p90_ns, "p90_lo_ns": p90[0], "p90_hi_ns": p90[1],
-            "p99_ns": s.p99_ns, "p99_lo_ns": p99[0], "p99_hi_ns": p99[1],
-            "p99_upper_ns": s.p99_upper_ns,
-            "mean_ns": s.mean_ns, "min_ns": s.min_ns, "max_ns": s.max_ns,
-            "cv": s.cv,
-            "noisy": any(c.startswith("noise:") for c in cav),
-            "unsettled": any(c.startswith("unsettled:") for c in cav),
-            "caveats": cav,
-            "reasons": list(row.reasons),
-        })
-    return out
-
-
-def _polars() -> Any:
-    try:
-        import polars as pl
-    except ImportError:
-        raise MissingExtraError("polars", "analysis") from None
-    return pl
-
-
-def _schemas(pl: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    ts = pl.Datetime("us", "UTC")
-    index = {"identity": pl.Utf8, "path": pl.Utf8, "created_at": pl.Utf8, "created": ts, "commit": pl.Utf8,
-             "dirty": pl.Boolean, "task": pl.Utf8, "size": pl.Utf8, "dtype": pl.Utf8,
-             "model_sha256": pl.Utf8, "contract": pl.Utf8, "contract_version": pl.Int64,
-             "contract_hash": pl.Utf8, "clock": pl.Utf8, "device": pl.Utf8, "hostname": pl.Utf8,
-             "benchbox_version": pl.Utf8, "complete": pl.Boolean, "interrupted": pl.Boolean,
-             "n_results": pl.Int64, "labels": pl.Utf8, "matrix_cell": pl.Utf8, "file_sha256": pl.Utf8}
-    rows = {"identity": pl.Utf8, "created_at": pl.Utf8, "created": ts, "commit": pl.Utf8,
-            "dirty": pl.Boolean, "task": pl.Utf8, "size": pl.Utf8, "dtype": pl.Utf8, "contract": pl.Utf8,
-            "contract_hash": pl.Utf8, "clock": pl.Utf8, "device": pl.Utf8, "labels": pl.Utf8,
-            "matrix_cell": pl.Utf8, "series": pl.Utf8, "runner": pl.Utf8, "case": pl.Utf8,
-            "status": pl.Utf8, "partial": pl.Boolean, "clock_used": pl.Utf8, "n": pl.Int64}
-    for q in ("p50", "p90", "p99"):
-        rows.update({f"{q}_ns": pl.Int64, f"{q}_lo_ns": pl.Int64, f"{q}_hi_ns": pl.Int64})
-    rows.update({"p99_upper_ns": pl.Int64, "mean_ns": pl.Int64, "min_ns": pl.Int64, "max_ns": pl.Int64,
-                 "cv": pl.Float64, "noisy": pl.Boolean, "unsettled": pl.Boolean,
-                 "caveats": pl.List(pl.Utf8), "reasons": pl.List(pl.Utf8)})
-    return index, rows
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process: alive
-        return True
-    return True
-
-
-def _skeleton_only(folder: Path) -> bool:
-    """Nothing in ``folder`` but what creating a store puts there first (an empty ``receipts/``, the
-    marker, the lock, temporary files): a creation a crash interrupted."""
-    try:
-        names = set(os.listdir(folder))
-        receipts = os.listdir(folder / RECEIPTS_DIR) if RECEIPTS_DIR in names else []
-    except OSError:
-        return False
-    return not receipts and all(n in (RECEIPTS_DIR, MARKER, ".lock") or _TMP.fullmatch(n) for n in names)
-
-
-def _clean_stale_builds(parent: Path, name: str) -> None:
-    """Remove the hidden build folders of stores whose creating process died before the rename."""
-    prefix = f".{name}{_NEW}"
-    try:
-        names = [n for n in os.listdir(parent) if n.startswith(prefix)]
-    except OSError:
-        return
-    for n in names:
-        pid = n[len(prefix):].split("-", 1)[0]
-        folder = parent / n
-        if pid.isdigit() and not _alive(int(pid)) and _skeleton_only(folder):
-            shutil.rmtree(folder, ignore_errors=True)
-
-
-def _marker_blob() -> bytes:
-    return json.dumps({"format": STORE_FORMAT, "version": STORE_VERSION}, indent=1).encode()
-
-
-def _create(root: Path) -> None:
-    """Make the store at ``root`` whole or not at all: built in a hidden folder beside it, then
-    renamed into place. A directory left by an interrupted creation is finished in place."""
-    if root.is_dir():
-        if not _skeleton_only(root):
-            raise UsageError(f"{root}: not a benchbox store (no {MARKER}) and not empty; "
-                             "name a new or empty directory")
-        (root / RECEIPTS_DIR).mkdir(exist_ok=True)
-        _atomic_write(root / MARKER, _marker_blob())
-        return
-    parent = root.parent
-    parent.mkdir(parents=True, exist_ok=True)
-    _clean_stale_builds(parent, root.name)
-    build = Path(tempfile.mkdtemp(prefix=f".{root.name}{_NEW}{os.getpid()}-", dir=parent))
-    try:
-        (build / RECEIPTS_DIR).mkdir()
-        _atomic_write(build / MARKER, _marker_blob())
-        os.chmod(build, 0o777 & ~_umask())
-        os.rename(build, root)
-    except OSError:
-        if not (root / MARKER).exists():  # not another writer's store, made as this one was built
-            raise
-    finally:
-        if build.exists():
-            shutil.rmtree(build, ignore_errors=True)
-
-
-def _read_marker(root: Path) -> dict[str, Any]:
-    marker = root / MARKER
-    try:
-        if root.exists() and not root.is_dir():
-            raise UsageError(f"{root}: not a directory, so not a receipt store")
-        if not marker.exists():
-            _create(root)
-        meta = json.loads(marker.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise UsageError(f"{root}: cannot open the store: {e.strerror or e}") from None
-    except (ValueError, UnicodeDecodeError):
-        raise UsageError(f"{marker}: not a benchbox store marker (invalid JSON)") from None
-    if not isinstance(meta, dict) or meta.get("format") != STORE_FORMAT:
-        raise UsageError(f"{marker}: not a benchbox store marker")
-    return meta
-
-
 class Store:
     """A directory of receipts with Parquet tables of their facts and rows."""
 
     def __init__(self, root: Path) -> None:
         """Open the store at ``root``, creating it (and its parents) when it does not exist."""
         self.root = Path(root)
-        version = _read_marker(self.root).get("version")
+        version = read_marker(self.root).get("version")
         if not isinstance(version, int) or isinstance(version, bool) or version > STORE_VERSION:
             raise UsageError(f"{self.root}: store version {version!r} is newer than this benchbox "
                              f"understands ({STORE_VERSION}); upgrade benchbox")
@@ -410,7 +197,7 @@ class Store:
                 contract=r["contract"], contract_hash=r["contract_hash"], device=r["device"],
                 complete=bool(r["complete"]), n_results=int(r["n_results"]), labels=labels))
         far = datetime.min.replace(tzinfo=UTC)
-        out.sort(key=lambda s: (_parse_time(s.created_at) or far, s.identity))
+        out.sort(key=lambda s: (parse_time(s.created_at) or far, s.identity))
         return out
 
     def cells(self) -> set[str]:
@@ -452,7 +239,7 @@ class Store:
         checked before anything is written, so one bad receipt (UsageError, naming it) leaves
         the store as it was.
         """
-        pl = _polars()
+        pl = polars()
         loaded, skipped = _load_all(paths)
         if not loaded:
             raise UsageError(f"no receipts to add: none of the {len(skipped)} files given is a receipt"
@@ -467,7 +254,7 @@ class Store:
                 if ident in have or ident in new:
                     present.append(entry)
                     continue
-                _atomic_write(self.receipt_path(ident), blob)
+                atomic_write(self.receipt_path(ident), blob)
                 new[ident] = (receipt, hashlib.sha256(blob).hexdigest())
                 added.append(entry)
             self._sync(pl, fresh=new)
@@ -477,7 +264,7 @@ class Store:
     def remove(self, refs: Iterable[str]) -> list[str]:
         """Remove stored receipts, each named by its identity or a unique prefix of it (at least
         8 hex digits); every name is resolved before anything is removed. Returns the identities."""
-        pl = _polars()
+        pl = polars()
         with self._lock():
             have = self.identities()
             gone = list(dict.fromkeys(_resolve(ref, have) for ref in refs))
@@ -492,13 +279,13 @@ class Store:
     def sync(self) -> int:
         """Bring the Parquet tables up to date with the receipts directory (rebuilt from it when
         unreadable). Returns how many receipts were indexed or dropped from the tables."""
-        pl = _polars()
+        pl = polars()
         with self._lock():
             return self._sync(pl, fresh={})
 
     def _current(self) -> tuple[Any, Any]:
         """The two tables as they stand, brought up to date first when they are not."""
-        pl = _polars()
+        pl = polars()
         tables = self._tables(pl)
         if tables is None or tables[2] != self.identities():
             with self._lock():
@@ -513,7 +300,7 @@ class Store:
         unreadable, of another layout, or the two disagree (then they are rebuilt)."""
         if not self.index_path.exists() or not self.rows_path.exists():
             return None
-        index_schema, rows_schema = _schemas(pl)
+        index_schema, rows_schema = schemas(pl)
         try:
             index, rows = pl.read_parquet(self.index_path), pl.read_parquet(self.rows_path)
         except Exception:  # any damage: the receipts are the truth, the tables are rebuilt from them
@@ -528,7 +315,7 @@ class Store:
 
     def _sync(self, pl: Any, fresh: dict[str, tuple[Receipt, str]]) -> int:
         self._clean_tmp()
-        index_schema, rows_schema = _schemas(pl)
+        index_schema, rows_schema = schemas(pl)
         on_disk = self.identities()
         tables = self._tables(pl)
         if tables is None:
@@ -552,8 +339,8 @@ class Store:
         index = index.sort(["created", "identity"], nulls_last=False)
         rows = rows.sort(["created", "identity", "runner", "case"], nulls_last=False)
         # rows first: a reader that finds an identity in the index finds its rows too
-        _atomic_parquet(rows, self.rows_path)
-        _atomic_parquet(index, self.index_path)
+        atomic_parquet(rows, self.rows_path)
+        atomic_parquet(index, self.index_path)
         return len(missing) + len(gone)
 
     def _load_stored(self, ident: str) -> tuple[Receipt, str]:
@@ -587,7 +374,7 @@ class Store:
             except OSError:
                 continue
             for n in names:
-                if _TMP.fullmatch(n):
+                if TMP.fullmatch(n):
                     try:
                         os.unlink(folder / n)
                     except OSError:
@@ -642,49 +429,3 @@ def _resolve(ref: str, have: set[str]) -> str:
     return hits[0]
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def _atomic_write(path: Path, blob: bytes) -> None:
-    tmp: str | None = None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "wb") as f:
-            f.write(blob)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-        tmp = None
-    except OSError as e:
-        raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-
-
-def _atomic_parquet(df: Any, path: Path) -> None:
-    tmp: str | None = None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.close(fd)
-        df.write_parquet(tmp)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-        tmp = None
-    except OSError as e:
-        raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
