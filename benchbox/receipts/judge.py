@@ -29,6 +29,7 @@ import numpy as np
 
 from benchbox import stats
 from benchbox.durations import duration_text
+from benchbox.receipts import adjust
 
 #: The largest run-to-run spread (sd of the log of a process's p50) measured between processes,
 #: per clock: taken for a side of one process when nothing better is known. Host: the public
@@ -131,9 +132,9 @@ def _interval_of(d: dict[str, Any], p: Pending, ra: stats.Replicates, rb: stats.
     alpha = opts.alpha / len(metric_names(opts.metric))
     got = stats.paired_log_ratio(ra, rb, opts.level) if p.paired else None
     if got is None and p.probes is not None:
-        got = stats.adjusted_log_ratio(ra, rb, *p.probes, level=opts.level)
+        got = adjust.adjusted_log_ratio(ra, rb, *p.probes, level=opts.level)
     if got is not None and got.sources[0] == "adjusted":
-        needed = stats.adjusted_needed(got, ra.k, rb.k, opts.threshold, alpha, opts.power)
+        needed = adjust.adjusted_needed(got, ra.k, rb.k, opts.threshold, alpha, opts.power)
     else:
         got = got or stats.log_ratio(ra, rb, opts.level, p.prior, p.fallback)
         needed = stats.replications_needed(ra, rb, opts.threshold, alpha, p.prior, p.fallback, opts.power)

@@ -15,6 +15,7 @@ import pytest
 import benchbox
 from benchbox import stats
 from benchbox.harness import control
+from benchbox.receipts import adjust
 from benchbox.receipts.combine import combine
 from benchbox.receipts.replication import process_probes
 from tests.support import synthetic_receipt
@@ -106,7 +107,7 @@ def test_the_adjusted_interval_holds_its_level_on_identical_sides(k: int) -> Non
         y = m + rng.normal(0.0, 0.03, 2 * k)
         c = m + rng.normal(0.0, 0.03, 2 * k)
         base, head = stats.Replicates(tuple(y[:k]), 0.0), stats.Replicates(tuple(y[k:]), 0.0)
-        got = stats.adjusted_log_ratio(base, head, c[:k], c[k:])
+        got = adjust.adjusted_log_ratio(base, head, c[:k], c[k:])
         covered += got.ci[0] <= 1.0 <= got.ci[1]
     assert 0.92 <= covered / reps <= 0.98
 
@@ -115,9 +116,9 @@ def test_no_adjustment_without_two_processes_a_side_or_with_a_constant_probe() -
     one = stats.Replicates((0.0,), 0.0)
     two = stats.Replicates((0.0, 0.1), 0.0)
     three = stats.Replicates((0.0, 0.1, 0.2), 0.0)
-    assert stats.adjusted_log_ratio(one, three, [1.0], [1.0, 2.0, 3.0]) is None
-    assert stats.adjusted_log_ratio(two, two, [1.0, 2.0], [1.0, 2.0]) is None  # n = 4 < 5
-    assert stats.adjusted_log_ratio(three, three, [1.0] * 3, [1.0] * 3) is None
+    assert adjust.adjusted_log_ratio(one, three, [1.0], [1.0, 2.0, 3.0]) is None
+    assert adjust.adjusted_log_ratio(two, two, [1.0, 2.0], [1.0, 2.0]) is None  # n = 4 < 5
+    assert adjust.adjusted_log_ratio(three, three, [1.0] * 3, [1.0] * 3) is None
 
 
 def test_a_moved_machine_is_stated_and_adjusted_for_not_a_refusal() -> None:
