@@ -348,6 +348,13 @@ CHANGEPOINTS = (r"found as a change point at exactly its commit in (\d+) of \d+ 
                 r"a change point \((\d+) in all, (\d+) of them judged slower or faster.*?said `slower` at "
                 r"the step in (\d+) of \d+, and without a step gave, of (\d+) steps")
 CLAIMS: tuple[Claim, ...] = (
+    Claim("H200 recipe with the row probe", "README.md",
+          r"a \+10% slowdown was `slower` in (\d+) of (\d+) runs, identical code exit 0 in (\d+) of (\d+)",
+          "benchmarks/results-ci-h200-probe.json",
+          lambda: (str(_json("benchmarks/results-ci-h200-probe.json")["rest+slow"]["rest+slow"]["exit_1"]),
+                   str(_json("benchmarks/results-ci-h200-probe.json")["rest+slow"]["rest+slow"]["reps"]),
+                   str(_json("benchmarks/results-ci-h200-probe.json")["rest"]["rest"]["exit_0"]),
+                   str(_json("benchmarks/results-ci-h200-probe.json")["rest"]["rest"]["reps"]))),
     Claim("compiled model vs public call", "README.md",
           r"under `model_io_wall` the compiled model takes ([\d.]+)–([\d.]+) ms, but the complete public "
           r"call it belongs to takes ([\d.]+)–([\d.]+) ms",
