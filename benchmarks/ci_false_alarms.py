@@ -121,9 +121,16 @@ def _slowdown_us(tmp: Path, args: argparse.Namespace, *, loaded: bool = False) -
     return max(1, int(args.slowdown * p50s[len(p50s) // 2] / 1000))
 
 
+def diff_files(base: Path, head: Path, options: Any) -> Any:
+    """The library diff of two receipt files, loaded as `benchbox diff` loads them."""
+    from benchbox.receipts import load_receipt
+    from benchbox.receipts.diff import diff_receipts
+
+    return diff_receipts(load_receipt(base), load_receipt(head), options, str(base), str(head))
+
+
 def scenario(name: str, rep: int, tmp: Path, args: argparse.Namespace, slow_us: int) -> dict[str, Any]:
     """One BASE/HEAD pair of a scenario and the diff's exit code and verdicts."""
-    from benchbox.receipts.diff import diff_files
 
     slow = slow_us if "slow" in name else 0
     if args.design == "sequential":
@@ -179,7 +186,7 @@ def _judged(d: Any) -> dict[str, Any]:
 
 def rediff(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
     """The scenarios judged again from kept receipts (NAME-REP-base/head.json) by this benchbox."""
-    from benchbox.receipts.diff import ComparisonRefused, diff_files
+    from benchbox.receipts.diff import ComparisonRefused
 
     out: dict[str, Any] = {}
     joined = Path(tempfile.mkdtemp(prefix="rediff-"))
