@@ -37,7 +37,8 @@ def test_a_rate_given_at_run_time_is_recorded_with_its_queue(tmp_path: Path) -> 
     assert len(row.stages_ns[QUEUE]) == len(row.samples_ns) == 40
     for k, v in enumerate(row.samples_ns):  # the region is queue + the pipeline, sample by sample
         assert v == sum(row.stages_ns[s][k] for s in c.stages)
-    assert r.settings["overload_bound"] == {"max_backlog": 200, "max_queue_ms": 1000.0}
+    bound = r.settings.overload_bound
+    assert bound is not None and (bound.max_backlog, bound.max_queue_ms) == (200, 1000.0)
     # the other contract of the run shares the calls (same arrival) and times model I/O only
     io = load_receipt(path.with_name("r200.model_io_wall.json"))
     assert io.contract.arrival.kind == "poisson" and io.results[0].stages_ns[QUEUE] == row.stages_ns[QUEUE]
