@@ -54,7 +54,7 @@ def diff(base: PathLike | Receipt, head: PathLike | Receipt, *, threshold: float
     ``threshold``, ``metric`` and ``alpha`` left out (None) take
     :class:`~benchbox.receipts.diff.DiffOptions`' defaults;
     ``accept`` names kinds of difference to compare across (device, model, options,
-    incomplete, noisy, unsettled, cpu, load, gpu, versions, machine, pacing); ``drift`` is the
+    incomplete, noisy, unsettled, cpu, load, gpu, versions, machine, layout, pacing); ``drift`` is the
     run-to-run spread (sd of a process's log-quantile, 0.05 ≈ 5%) to take for a side of one
     process. The result's ``rows`` carry the verdicts; ``exit_code`` is 1 on a regression, 3
     when no regression was found but some rows were unreliable or none could be judged.

@@ -93,6 +93,8 @@ def _run(out: Path, args: argparse.Namespace, slowdown_us: int = 0, *, rounds: i
         cmd += ["--case", c]
     if getattr(args, "threads", None):
         cmd += ["--threads", str(args.threads)]
+    if getattr(args, "layout", None):
+        cmd += ["--layout", args.layout]
     if slowdown_us:
         cmd += ["--task", SLOW_TASK, "--task-option", f"slowdown_us={slowdown_us}"]
     path = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
@@ -228,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--threads", type=int, default=None,
                     help="torch intra-op threads of every run (default: torch's own), as `run --threads`")
+    ap.add_argument("--layout", default=None, choices=["random", "fixed"],
+                    help="memory layout of every run (as `run --layout`; default: the run's own, random)")
     ap.add_argument("--runner", action="append", default=[], help="runner (repeatable; default torch-eager)")
     ap.add_argument("--size", default="tiny")
     ap.add_argument("--device", default="cpu")

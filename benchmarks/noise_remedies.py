@@ -13,7 +13,8 @@ reaches them alike. From the receipts, per contract and (runner, case), in log-p
 The median over rows of each is reported per configuration. Configurations (``--config``,
 repeatable; default all): ``default``; ``threads1`` (``--threads 1``); ``one_core`` (the process
 pinned to one CPU with ``taskset``); ``hash_seed`` (``PYTHONHASHSEED=0``); ``gc_off``
-(``--gc off``); ``warmup50`` (``--warmup 50``); ``all`` (every one of them).
+(``--gc off``); ``warmup50`` (``--warmup 50``); ``layout_fixed`` (``--layout fixed``: address
+randomisation off and ``PYTHONHASHSEED=0``); ``threads1_layout_fixed`` (both); ``all`` (every one of them).
 
     python -m benchmarks.noise_remedies --out benchmarks/results-noise-remedies-cpu.json
     python -m benchmarks.noise_remedies --device cuda --runner torch-eager --runner torch-compile \\
@@ -45,6 +46,8 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "hash_seed": {"env": {"PYTHONHASHSEED": "0"}},
     "gc_off": {"args": ["--gc", "off"]},
     "warmup50": {"args": ["--warmup", "50"]},
+    "layout_fixed": {"args": ["--layout", "fixed"]},
+    "threads1_layout_fixed": {"args": ["--threads", "1", "--layout", "fixed"]},
     "all": {"args": ["--threads", "1", "--gc", "off", "--warmup", "50"], "taskset": True,
             "env": {"PYTHONHASHSEED": "0"}},
 }

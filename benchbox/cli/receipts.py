@@ -96,7 +96,7 @@ def _diff_in_flags(result: Any) -> Any:
 @click.option("--accept", multiple=True,
               help="Compare rows despite this kind of difference: declared (device, model, options, "
                    "incomplete: a receipt of an unfinished run) or conditions (noisy, unsettled, cpu, "
-                   "load, gpu, versions, machine, pacing) (repeatable).")
+                   "load, gpu, versions, machine, layout, pacing) (repeatable).")
 @click.option("--alpha", type=float, **_diff_default("alpha"),
               help="Family-wise error rate (Holm across rows; halved per family with --metric both).")
 @click.option("--drift", metavar="PCT", default=None,

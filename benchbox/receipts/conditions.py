@@ -12,6 +12,9 @@ Conditions are signal, not noise: only what moves timings and was read while it 
 - ``machine``: the control workload — a fixed piece of host work timed in every process — moved
   beyond the threshold: the machine changed, not only the code (host-clock rows). Where a side
   started busy, the control's move is the load's effect and is named under ``load``.
+- ``layout``: the processes of one side ran with a fixed memory layout and hash seed
+  (``benchbox run --layout fixed``), those of the other with random ones: one side measured
+  one layout, the other an average over layouts.
 - ``pacing``: the time outside the region, between consecutive regions, moved by more than
   ``pacing_margin``: the region's code may be unchanged while what runs between regions is not.
 - ``noisy``/``unsettled``: the row's own flags, while a side has one process (with two or more
@@ -34,9 +37,9 @@ from benchbox.receipts.model import GpuInfo, MachineLoad, Receipt, ResultRow
 from benchbox.receipts.replication import process_samples, processes
 
 #: Kinds of condition that make a row unreliable unless accepted.
-CONDITION_KINDS = ("noisy", "unsettled", "cpu", "load", "gpu", "versions", "machine", "pacing")
+CONDITION_KINDS = ("noisy", "unsettled", "cpu", "load", "gpu", "versions", "machine", "layout", "pacing")
 #: Kinds decided per receipt (stated once in a diff's notes), the rest per row.
-RECEIPT_KINDS = ("cpu", "load", "gpu", "versions", "machine")
+RECEIPT_KINDS = ("cpu", "load", "gpu", "versions", "machine", "layout")
 #: Fraction of the CPUs busy with other work at start above which a machine counts as loaded.
 LOAD_BUSY = 0.5
 #: Relative difference of the GPU's SM clock while working that counts as a different condition.
@@ -177,12 +180,20 @@ def environment_differences(base: Receipt, head: Receipt, threshold: float = 0.0
                 if getattr(eb, k) != getattr(eh, k)]
     if versions:
         out["versions"] = ", ".join(versions)
+    lb, lh = layouts(base), layouts(head)
+    if lb != lh:
+        out["layout"] = f"layout {'/'.join(lb)} → {'/'.join(lh)}"
     machine = control_difference(base, head, threshold)
     if machine and load:  # a busy machine moves the control workload too: one cause, named once
         out["load"] = f"{load}; {machine.split(': the machine')[0]}"
     elif machine:
         out["machine"] = machine
     return out
+
+
+def layouts(r: Receipt) -> list[str]:
+    """The memory layouts (``random``, ``fixed``) of a receipt's processes, sorted; random when unrecorded."""
+    return sorted({str((p.quieting or {}).get("layout", "random")) for p in processes(r)})
 
 
 def row_versions(base: ResultRow, head: ResultRow) -> str | None:

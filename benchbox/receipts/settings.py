@@ -67,6 +67,7 @@ class Settings(Facts):
     overload_bound: OverloadBound | None = spec(omit_none=True)
     fresh_processes: bool | None = spec(omit_none=True)
     gc_mode: str | None = spec(omit_none=True)
+    layout: str | None = spec(omit_none=True, description="fixed: address randomisation off, hash seed 0")
     combined_from: tuple[JoinedFrom, ...] | None = spec(omit_none=True, description="the receipts "
                                                                                    "joined into this one")
 

@@ -18,7 +18,7 @@ from typing import Any
 from benchbox.contracts import IDLE_MODES
 from benchbox.errors import FieldError, did_you_mean
 from benchbox.harness.arrival import DEFAULT_MAX_BACKLOG, DEFAULT_MAX_QUEUE_MS, LoadBound
-from benchbox.harness.quiet import GC_MODES
+from benchbox.harness.quiet import GC_MODES, LAYOUTS
 from benchbox.harness.sampling import (
     DEFAULT_MAX_SAMPLES,
     DEFAULT_MAX_TIME_S,
@@ -76,6 +76,11 @@ class RunConfig:
     gc_mode: str = _f("on", help="The garbage collector while a (runner, case) is sampled: on (as Python "
                                  "decides) or off (a full collection and gc.freeze() before the samples, "
                                  "collection disabled during them); recorded per process.")
+    layout: str = _f("random", help="Memory layout and hash seed of the measuring processes: random (as "
+                                    "the OS and Python decide: each process draws its own) or fixed "
+                                    "(address-space randomisation off and PYTHONHASHSEED=0, so processes of "
+                                    "the same code lay out alike; Linux; `benchbox run` starts itself again "
+                                    "for it); recorded per process.")
     target_ci: float | None = _f(None, help="Adaptive sampling: stop once the p50 95% interval half-width "
                                             "is below PCT percent (e.g. 1 or 1%), within max_samples and "
                                             "max_time_s.")
@@ -201,6 +206,8 @@ class RunConfig:
             raise FieldError("repeats", "adaptive sampling (target_ci) takes one round; drop one of them")
         if self.gc_mode not in GC_MODES:
             raise FieldError("gc_mode", f"must be one of {', '.join(GC_MODES)}, got {self.gc_mode!r}")
+        if self.layout not in LAYOUTS:
+            raise FieldError("layout", f"must be one of {', '.join(LAYOUTS)}, got {self.layout!r}")
         if self.repeats > self.samples:
             raise FieldError("repeats", f"{self.repeats} rounds need at least as many samples "
                                         f"(samples = {self.samples})")

@@ -18,7 +18,7 @@ from typing import Any
 
 from benchbox.contracts import IDLE_MODES
 from benchbox.errors import UsageError
-from benchbox.harness.quiet import GC_MODES
+from benchbox.harness.quiet import GC_MODES, LAYOUTS
 from benchbox.run.config import DEFAULT_RUNNERS, DTYPES
 from benchbox.runners import ENTRIES, CliAlias
 
@@ -181,6 +181,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("--repeats", "repeats", (RUN,), type="int", metavar="K"),
     Option("--fresh-processes/--in-process", "fresh_processes", (RUN,), kind="switch"),
     Option("--gc", "gc_mode", (RUN,), choices=GC_MODES),
+    Option("--layout", "layout", (RUN,), choices=LAYOUTS),
     Option("--target-ci", "target_ci", (RUN,), parse=percent, metavar="PCT"),
     Option("--max-samples", "max_samples", (RUN,), type="int"),
     Option("--max-time", "max_time_s", (RUN,), type="float"),

@@ -24,7 +24,7 @@ from benchbox.errors import FieldError, UsageError, error_line
 from benchbox.harness import Harness, PhaseTimer
 from benchbox.harness.clocks import HostClock, host_clock
 from benchbox.harness.control import measure_control
-from benchbox.harness.quiet import gc_paused, quieting
+from benchbox.harness.quiet import check_layout, gc_paused, quieting
 from benchbox.harness.schedule import measured_before, sample, sampling_key
 from benchbox.receipts import build
 from benchbox.receipts.conditions import load_warning
@@ -116,6 +116,7 @@ class _Run:
     def execute(self) -> RunOutcome:
         cfg = self.cfg
         cfg.validate(self.runner_factory)
+        check_layout(cfg.layout)
         self.contracts = run_contracts(cfg, self.points)
         if cfg.in_workers:
             return self._in_fresh_processes()
@@ -188,6 +189,8 @@ class _Run:
         settings["fresh_processes"] = cfg.in_workers
         if cfg.gc_mode != "on":
             settings["gc_mode"] = cfg.gc_mode
+        if cfg.layout != "random":
+            settings["layout"] = cfg.layout
         process = build.this_process(env, cfg.repeats, quieting(cfg.gc_mode, env.get("torch_threads")))
         receipts = [build.new_receipt(c, command=cfg.command, environment=env, task=self.task.info(),
                                       cases=self.cases, settings=settings, process=process)

@@ -12,7 +12,7 @@ from benchbox.run.config import RunConfig, default
 CHANGED = dict(contract="model_io_wall", contracts=("model_io_wall", "device_span"), task="pkg.mod:make",
                size="small", dtype="bfloat16", runners=("torch-eager",), cases=("invoice", "video"),
                device="cuda:1", threads=3, warmup=2, samples=90, repeats=3, fresh_processes=False,
-               gc_mode="off", target_ci=0.5, max_samples=77, max_time_s=4.5, gap_ms=0.25, rate_per_s=12.0,
+               gc_mode="off", layout="fixed", target_ci=0.5, max_samples=77, max_time_s=4.5, gap_ms=0.25, rate_per_s=12.0,
                idle="busy", max_backlog=9, max_queue_ms=8.5, settle_s=1.5, case_time_limit_s=30.0,
                out=Path("r/x.json"), overwrite=True, baseline="torch-eager",
                runner_options={"torch-eager": {"stream": True}}, task_options={"k": 1, "s": "v"},
