@@ -22,15 +22,16 @@ from benchbox.receipts.diff import DiffOptions, diff_receipts
 from tests.support import synthetic_receipt
 
 REPO = Path(__file__).resolve().parents[2]
-linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="address randomisation is switched on Linux")
+linux = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                           reason="address randomisation is switched on Linux")
 
 
 def _run(tmp_path: Path, *extra: str) -> dict:
     out = tmp_path / "r.json"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONHASHSEED", quiet.REEXEC_VARIABLE)}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
-    p = subprocess.run([sys.executable, "-m", "benchbox", "run", "--runner", "torch-eager", "--case", "invoice",
-                        "--samples", "3", "--warmup", "0", "--quiet", "--out", str(out), *extra],
+    p = subprocess.run([sys.executable, "-m", "benchbox", "run", "--runner", "torch-eager", "--case",
+                        "invoice", "--samples", "3", "--warmup", "0", "--quiet", "--out", str(out), *extra],
                        env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     return json.loads(out.read_text())
