@@ -78,7 +78,7 @@ SLOW_TASK = "tests.faulty_decision:FaultyDecisionTask"
 
 
 def _run(out: Path, args: argparse.Namespace, slowdown_us: int = 0, *, rounds: int | None = None,
-         samples: int | None = None) -> Path:
+         samples: int | None = None, repo: Path = REPO) -> Path:
     """One ``benchbox run`` in a process of its own, as the CI recipe runs it (``python -m benchbox``
     with this checkout first on the path)."""
     import subprocess
@@ -97,9 +97,9 @@ def _run(out: Path, args: argparse.Namespace, slowdown_us: int = 0, *, rounds: i
         cmd += ["--layout", args.layout]
     if slowdown_us:
         cmd += ["--task", SLOW_TASK, "--task-option", f"slowdown_us={slowdown_us}"]
-    path = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
+    path = os.pathsep.join([str(repo), *filter(None, [os.environ.get("PYTHONPATH")])])
     env = {**os.environ, "PYTHONPATH": path}
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout, cwd=repo)
     if p.returncode not in (0, 1) or not out.exists():
         tail = (p.stderr or p.stdout).strip().splitlines()[-1:] or [f"exit {p.returncode}"]
         raise RuntimeError(f"benchbox run failed ({p.returncode}): {tail[0]}")
@@ -155,9 +155,25 @@ def _interleaved(name: str, rep: int, tmp: Path, args: argparse.Namespace, slow:
         for side in (("base", "head") if i % 2 == 0 else ("head", "base")):
             out = tmp / f"{name}-{rep}-{side}-{i}.json"
             with Busy(name.startswith("load") and side == "head"):
-                paths[side].append(_run(out, args, slow if side == "head" else 0, rounds=1, samples=per_run))
+                paths[side].append(_run(out, args, slow if side == "head" else 0, rounds=1, samples=per_run,
+                                        repo=head_checkout(args) if side == "head" else REPO))
     return _joined(paths["base"], tmp / f"{name}-{rep}-base.json"), \
         _joined(paths["head"], tmp / f"{name}-{rep}-head.json")
+
+
+def head_checkout(args: argparse.Namespace) -> Path:
+    """Where HEAD's runs start: this checkout, or with ``--copy-head`` a copy of it at another path
+    (as in CI, where base and head are two checkouts: the paths differ, the code does not)."""
+    if not args.copy_head:
+        return REPO
+    if args.copy_head_dir is None:
+        import shutil
+
+        copy = Path(tempfile.mkdtemp(prefix="benchbox-ci-false-alarms-head-checkout-")) / "head"
+        shutil.copytree(REPO, copy, ignore=shutil.ignore_patterns(".git", ".venv", "__pycache__", "receipts",
+                                                                  "kept", "*.tgz"))
+        args.copy_head_dir = str(copy)
+    return Path(args.copy_head_dir)
 
 
 def _joined(runs: list[Path], out: Path) -> Path:
@@ -232,6 +248,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="torch intra-op threads of every run (default: torch's own), as `run --threads`")
     ap.add_argument("--layout", default=None, choices=["random", "fixed"],
                     help="memory layout of every run (as `run --layout`; default: the run's own, random)")
+    ap.add_argument("--copy-head", action="store_true",
+                    help="run HEAD from a copy of this checkout at another path, as CI's two checkouts")
     ap.add_argument("--runner", action="append", default=[], help="runner (repeatable; default torch-eager)")
     ap.add_argument("--size", default="tiny")
     ap.add_argument("--device", default="cpu")
@@ -256,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="measure nothing: judge the receipts kept in DIR (NAME-REP-base/head.json, "
                          "joined again from NAME-REP-SIDE-I.json where kept) again")
     args = ap.parse_args(argv)
+    args.copy_head_dir = None
     if args.rediff is not None:
         results = {"command": ["python", "benchmarks/ci_false_alarms.py",
                                *(argv if argv is not None else sys.argv[1:])], **rediff(args.rediff, args)}
