@@ -16,7 +16,7 @@ python3 -m benchmarks.noise_remedies --device cuda --runner torch-eager --case i
 tar czf "$OUT/keep-layout.tgz" -C /tmp keep-layout
 echo "remedies done at $(date -u +%H:%M:%S), load $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 -m benchmarks.ci_false_alarms --device cuda --runner torch-eager --case invoice --case image \
-  --samples 400 --repeats 5 --threads 1 --warmup 10 --layout fixed --reps ${REPS:-2} --scenario rest \
+  --samples 400 --repeats 5 --threads 1 --warmup 10 --layout fixed --copy-head --reps ${REPS:-2} --scenario rest \
   --keep /tmp/keep-ci-layout --out "$OUT/ci-rest-layout-fixed.json" 2>&1 | tail -5
 tar czf "$OUT/keep-ci-layout.tgz" -C /tmp keep-ci-layout
 echo "ci done at $(date -u +%H:%M:%S), load $(cut -d' ' -f1-3 /proc/loadavg)"
