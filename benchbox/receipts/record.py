@@ -55,7 +55,7 @@ class Base(Record):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         for name, annotation in cls.__dict__.get("__annotations__", {}).items():
-            if name not in cls.__dict__ and not str(annotation).startswith("ClassVar"):
+            if name not in cls.__dict__ and str(annotation).split("[")[0].split(".")[-1] != "ClassVar":
                 setattr(cls, name, spec(omit_none=True))
 
     def __post_init__(self) -> None:
