@@ -150,22 +150,14 @@ class _Invalid(Exception):
         super().__init__(f"{path}: {message}" if path else message)
 
 
+#: JSON's name for each kind of parsed value, in the order tried (a Python bool is an int too)
+_KINDS: tuple[tuple[type, str], ...] = (
+    (type(None), "null"), (bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"),
+    (list, "array"), (dict, "object"))
+
+
 def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
+    return next((name for tp, name in _KINDS if isinstance(value, tp)), type(value).__name__)
 
 
 def _short(value: Any) -> str:

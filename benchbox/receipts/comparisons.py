@@ -17,12 +17,12 @@ class ComparisonRow(Base):
 
     case: str = required()
     runner: str = required()
-    baseline: str | None = spec(omit_none=True)
+    baseline: str | None
     p50_ratio: float = required()
-    p99_ratio: float | None = spec(omit_none=True)
-    p50_ratio_ci: tuple[float, float] | None = spec(omit_none=True)
-    p99_ratio_ci: tuple[float, float] | None = spec(omit_none=True)
-    p50_verdict: str | None = spec(omit_none=True)
+    p99_ratio: float | None
+    p50_ratio_ci: tuple[float, float] | None
+    p99_ratio_ci: tuple[float, float] | None
+    p50_verdict: str | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,7 +32,7 @@ class Excluded(Base):
     runner: str = required()
     case: str = required()
     status: Status = required()
-    reasons: tuple[str, ...] | None = spec(omit_none=True)
+    reasons: tuple[str, ...] | None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -18,10 +18,10 @@ class ArrivalRecord(Base):
     """How calls arrived: back to back, after a fixed gap, or open-loop Poisson at a rate."""
 
     kind: Literal["back_to_back", "gap", "poisson"] = required()
-    gap_ms: Annotated[float, Range(0)] | None = spec(omit_none=True)
-    rate_per_s: Annotated[float, Range(0)] | None = spec(omit_none=True)
+    gap_ms: Annotated[float, Range(0)] | None
+    rate_per_s: Annotated[float, Range(0)] | None
     idle: Literal["sleep", "busy"] | None = spec(omit_none=True, description="how waits were spent")
-    seed: Count | None = spec(omit_none=True)
+    seed: Count | None
     set_at_run: tuple[str, ...] | None = spec(omit_none=True, description="fields given at run time "
                                                                           "(part of the hash all the same)")
 
@@ -37,13 +37,13 @@ class ArrivalRecord(Base):
 class PolicyRecord(Facts):
     """The contract's policy: state, request freshness, CUDA graphs, synchronization, arrivals."""
 
-    state: str | None = spec(omit_none=True)
-    fresh_request: bool | None = spec(omit_none=True)
-    cuda_graphs: bool | None = spec(omit_none=True)
-    sync_at_close: str | None = spec(omit_none=True)
-    hold_stream: bool | None = spec(omit_none=True)
-    event_floor: str | None = spec(omit_none=True)
-    saturated: bool | None = spec(omit_none=True)
+    state: str | None
+    fresh_request: bool | None
+    cuda_graphs: bool | None
+    sync_at_close: str | None
+    hold_stream: bool | None
+    event_floor: str | None
+    saturated: bool | None
     arrival: ArrivalRecord | None = spec(omit_none=True, description="absent: back to back")
 
 
@@ -56,11 +56,11 @@ class ContractRecord(Base):
     stages: Annotated[tuple[StageName, ...], MinItems(1)] = required()
     clock: Clock = required()
     policy: PolicyRecord = required()
-    description: str | None = spec(omit_none=True)
+    description: str | None
     first: StageName = required()
     last: StageName = required()
     hash: Sha256 = required()
-    source: str | None = spec(omit_none=True)
+    source: str | None
     arrival: ArrivalRecord | None = spec(omit_none=True, description="absent in receipts written before "
                                                                      "arrivals were declared: back to back")
 
@@ -115,10 +115,10 @@ class TaskRecord(Base):
 
     name: Name = required()
     size: Name = required()
-    dtype: Name | None = spec(omit_none=True)
-    options: dict[str, Any] | None = spec(omit_none=True)
+    dtype: Name | None
+    options: dict[str, Any] | None
     cases: tuple[CaseRef, ...] = required()
-    parameters: Count | None = spec(omit_none=True)
-    model_sha256: Sha256 | None = spec(omit_none=True)
+    parameters: Count | None
+    model_sha256: Sha256 | None
 
 

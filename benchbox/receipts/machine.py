@@ -20,14 +20,14 @@ Fact = Any
 class MachineLoad(Facts):
     """How busy the machine was as a run (or a process) started."""
 
-    cores: Fact = spec(omit_none=True)
-    load_avg_1min: Fact = spec(omit_none=True)
+    cores: Fact
+    load_avg_1min: Fact
     per_core: Fact = spec(omit_none=True, description="the load average per core")
     busy_fraction: Fact = spec(omit_none=True, description="the fraction of CPU time other work took "
                                                            "over window_s")
-    window_s: Fact = spec(omit_none=True)
+    window_s: Fact
     run: Fact = spec(omit_none=True, description="joined runs: the busiest run, from 1")
-    of_runs: Fact = spec(omit_none=True)
+    of_runs: Fact
 
     @property
     def busy(self) -> float | None:
@@ -42,43 +42,43 @@ class MachineLoad(Facts):
 class GitState(Facts):
     """The commit of the checkout that ran, and whether it had changes."""
 
-    commit: Fact = spec(omit_none=True)
-    dirty: Fact = spec(omit_none=True)
+    commit: Fact
+    dirty: Fact
 
 
 @dataclass(frozen=True, kw_only=True)
 class GpuInfo(Facts):
     """The GPU a run measured on (its properties, and what nvidia-smi reports)."""
 
-    name: Fact = spec(omit_none=True)
-    capability: Fact = spec(omit_none=True)
-    memory_bytes: Fact = spec(omit_none=True)
-    multiprocessors: Fact = spec(omit_none=True)
-    driver: Fact = spec(omit_none=True)
-    power_limit_w: Fact = spec(omit_none=True)
+    name: Fact
+    capability: Fact
+    memory_bytes: Fact
+    multiprocessors: Fact
+    driver: Fact
+    power_limit_w: Fact
 
 
 @dataclass(frozen=True, kw_only=True)
 class Environment(Facts):
     """What the run ran on: software versions, device, CPU, git state, load at start."""
 
-    python: Fact = spec(omit_none=True)
-    platform: Fact = spec(omit_none=True)
-    hostname: Fact = spec(omit_none=True)
-    cpu: Fact = spec(omit_none=True)
-    cpu_count: Fact = spec(omit_none=True)
-    device: Fact = spec(omit_none=True)
-    benchbox: Fact = spec(omit_none=True)
-    git: GitState | None = spec(omit_none=True)
+    python: Fact
+    platform: Fact
+    hostname: Fact
+    cpu: Fact
+    cpu_count: Fact
+    device: Fact
+    benchbox: Fact
+    git: GitState | None
     system: dict[str, Any] | None = spec(omit_none=True, description="pyperf's system metadata, CPU "
                                                                      "governors")
-    load: MachineLoad | None = spec(omit_none=True)
-    torch: Fact = spec(omit_none=True)
-    torch_threads: Fact = spec(omit_none=True)
-    cuda: Fact = spec(omit_none=True)
-    gpu: GpuInfo | None = spec(omit_none=True)
-    gpu_state_before: dict[str, Any] | None = spec(omit_none=True)
-    gpu_state_after: dict[str, Any] | None = spec(omit_none=True)
+    load: MachineLoad | None
+    torch: Fact
+    torch_threads: Fact
+    cuda: Fact
+    gpu: GpuInfo | None
+    gpu_state_before: dict[str, Any] | None
+    gpu_state_after: dict[str, Any] | None
     load_by_run: list[float | None] | None = spec(omit_none=True, description="joined runs: each "
                                                         "run's busy fraction at start")
 
@@ -99,8 +99,8 @@ class Floors(Base):
 class Calibration(Base):
     """The harness's measured floors (clock read, empty call, event pair); ``error`` if it failed."""
 
-    floors: Floors | None = spec(omit_none=True)
-    error: str | None = spec(omit_none=True)
+    floors: Floors | None
+    error: str | None
 
     def floor(self, clock: str) -> int | None:
         """The floor of results timed with ``clock`` (None: not measured)."""
@@ -115,26 +115,26 @@ class Calibration(Base):
 class GpuWhileWorking(Facts):
     """The GPU's state while a process worked, read right after each case's samples."""
 
-    readings: int | None = spec(omit_none=True)
-    idle_readings: int | None = spec(omit_none=True)
+    readings: int | None
+    idle_readings: int | None
     sm_clock_mhz: float | None = spec(omit_none=True, description="median of the readings not idle")
-    sm_clock_min_mhz: float | None = spec(omit_none=True)
-    throttle_reasons: tuple[str, ...] | None = spec(omit_none=True)
-    source: str | None = spec(omit_none=True)
+    sm_clock_min_mhz: float | None
+    throttle_reasons: tuple[str, ...] | None
+    source: str | None
 
 
 @dataclass(frozen=True, kw_only=True)
 class ControlRecord(Facts):
     """The control workload: a fixed piece of host work timed in one process."""
 
-    name: str | None = spec(omit_none=True)
+    name: str | None
     row_probe: str | None = spec(omit_none=True, description="the row probe timed beside each row's "
                                                              "samples in this process (its name and version)")
-    n: int | None = spec(omit_none=True)
-    p50_ns: float | None = spec(omit_none=True)
+    n: int | None
+    p50_ns: float | None
     se_log: float | None = spec(omit_none=True, description="standard error of the log p50")
-    min_ns: float | None = spec(omit_none=True)
-    what: str | None = spec(omit_none=True)
+    min_ns: float | None
+    what: str | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,7 +143,7 @@ class ProcessRecord(Base):
     a run depends on (memory layout, hash seed, thread placement, compile draws); rounds taken in
     one process are sub-samples of one replication."""
 
-    pid: int | None = spec(omit_none=True)
+    pid: int | None
     started_at: str | None = spec(omit_none=True, description="ISO 8601 time the process started "
                                                               "measuring (UTC)")
     source: str | None = spec(omit_none=True, description="the receipt it was joined from (combine)")

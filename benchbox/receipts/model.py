@@ -91,15 +91,15 @@ class Receipt(Base):
     complete: bool | None = spec(omit_none=True, description="false until the run has measured every "
                                                              "(runner, case)")
     interrupted: bool | None = spec(omit_none=True, description="true when a signal stopped the run")
-    interrupt_reason: str | None = spec(omit_none=True)
-    interrupted_at: str | None = spec(omit_none=True)
+    interrupt_reason: str | None
+    interrupted_at: str | None
     contract: ContractRecord = required()
     environment: Environment = required()
     task: TaskRecord = required()
-    settings: Settings | None = spec(omit_none=True)
+    settings: Settings | None
     calibration: Calibration = required()
     results: tuple[ResultRow, ...] = required()
-    comparisons: Comparisons | None = spec(omit_none=True)
+    comparisons: Comparisons | None
     processes: tuple[ProcessRecord, ...] | None = spec(
         omit_none=True, description="the processes that measured, in order (rows' round_process "
                                     "index them); absent in receipts written before it was recorded")

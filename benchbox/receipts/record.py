@@ -11,7 +11,7 @@ from functools import cache
 from typing import Annotated, Any, Literal
 
 from benchbox.contracts import TIMELINE
-from benchbox.receipts.typed import MaxLength, Pattern, Range, Record
+from benchbox.receipts.typed import MaxLength, Pattern, Range, Record, spec
 
 SCHEMA_VERSION = 2
 #: Sample values are nanoseconds in a signed 64-bit integer.
@@ -43,11 +43,20 @@ STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]
 
 @dataclass(frozen=True, kw_only=True)
 class Base(Record):
-    """A receipt record: the keys it does not declare in ``extra``, explicit nulls in ``nulls``."""
+    """A receipt record: the keys it does not declare in ``extra``, explicit nulls in ``nulls``.
+
+    A field declared without a default is a fact a writer may leave out: optional, and left out
+    when None (``spec(omit_none=True)``); the others say what they are (``required()``, ``spec()``).
+    """
 
     extra: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     nulls: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name, annotation in cls.__dict__.get("__annotations__", {}).items():
+            if name not in cls.__dict__ and str(annotation).split("[")[0].split(".")[-1] != "ClassVar":
+                setattr(cls, name, spec(omit_none=True))
 
     def __post_init__(self) -> None:
         for name, tp in _record_fields(type(self)):

@@ -30,11 +30,11 @@ from benchbox.receipts.typed import required, spec
 class Outliers(Facts):
     """Tukey-fence outlier counts: beyond 1.5 IQR (and, far, 3 IQR) from the quartiles."""
 
-    method: str | None = spec(omit_none=True)
-    low: int | None = spec(omit_none=True)
-    high: int | None = spec(omit_none=True)
-    far_low: int | None = spec(omit_none=True)
-    far_high: int | None = spec(omit_none=True)
+    method: str | None
+    low: int | None
+    high: int | None
+    far_low: int | None
+    far_high: int | None
 
     @property
     def count(self) -> int:
@@ -45,19 +45,19 @@ class Outliers(Facts):
 class NoiseThresholds(Facts):
     """The limits above which a row was flagged noisy."""
 
-    cv: float | None = spec(omit_none=True)
-    outlier_fraction: float | None = spec(omit_none=True)
+    cv: float | None
+    outlier_fraction: float | None
 
 
 @dataclass(frozen=True, kw_only=True)
 class Noise(Facts):
     """The samples' spread: coefficient of variation, MAD, robust CV, outliers."""
 
-    cv: float | None = spec(omit_none=True)
-    mad_ns: float | None = spec(omit_none=True)
+    cv: float | None
+    mad_ns: float | None
     robust_cv: float | None = spec(omit_none=True, description="1.4826 × MAD / median")
-    outliers: Outliers | None = spec(omit_none=True)
-    thresholds: NoiseThresholds | None = spec(omit_none=True)
+    outliers: Outliers | None
+    thresholds: NoiseThresholds | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,17 +65,17 @@ class SteadyState(Facts):
     """First-half against second-half medians, in sampling order (within each round): did the run
     settle?"""
 
-    method: str | None = spec(omit_none=True)
-    threshold: float | None = spec(omit_none=True)
-    checked: bool | None = spec(omit_none=True)
-    settled: bool | None = spec(omit_none=True)
-    note: str | None = spec(omit_none=True)
-    first_half_p50_ns: float | None = spec(omit_none=True)
-    second_half_p50_ns: float | None = spec(omit_none=True)
+    method: str | None
+    threshold: float | None
+    checked: bool | None
+    settled: bool | None
+    note: str | None
+    first_half_p50_ns: float | None
+    second_half_p50_ns: float | None
     shift: float | None = spec(omit_none=True, description="second half's median relative to the first")
-    intervals_overlap: bool | None = spec(omit_none=True)
-    rounds_checked: int | None = spec(omit_none=True)
-    rounds_unsettled: int | None = spec(omit_none=True)
+    intervals_overlap: bool | None
+    rounds_checked: int | None
+    rounds_unsettled: int | None
     round: int | None = spec(omit_none=True, description="joined runs: the run (from 0) that did not "
                                                          "settle")
 
@@ -84,14 +84,14 @@ class SteadyState(Facts):
 class ClockCrossCheck(Facts):
     """Device-timed samples checked against the host span that must contain their device work."""
 
-    checked: bool | None = spec(omit_none=True)
-    samples: int | None = spec(omit_none=True)
+    checked: bool | None
+    samples: int | None
     violations: int | None = spec(omit_none=True, description="samples longer than their host span")
-    tolerance_ns: float | None = spec(omit_none=True)
-    max_excess_ns: float | None = spec(omit_none=True)
-    host_span: str | None = spec(omit_none=True)
-    host_region_shorter: int | None = spec(omit_none=True)
-    note: str | None = spec(omit_none=True)
+    tolerance_ns: float | None
+    max_excess_ns: float | None
+    host_span: str | None
+    host_region_shorter: int | None
+    note: str | None
 
 
 # -- one result row ------------------------------------------------------------------------
@@ -101,22 +101,22 @@ class Summary(Base):
     """Statistics derived from the raw samples (``n`` only when there are none)."""
 
     n: Count = required()
-    p50_ns: Ns | None = spec(omit_none=True)
-    p90_ns: Ns | None = spec(omit_none=True)
-    p99_ns: Ns | None = spec(omit_none=True)
-    mean_ns: Ns | None = spec(omit_none=True)
-    min_ns: Ns | None = spec(omit_none=True)
-    max_ns: Ns | None = spec(omit_none=True)
-    std_ns: Ns | None = spec(omit_none=True)
-    ci_level: float | None = spec(omit_none=True)
-    ci_method: str | None = spec(omit_none=True)
-    p50_ci_ns: Interval | None = spec(omit_none=True)
-    p90_ci_ns: Interval | None = spec(omit_none=True)
-    p99_ci_ns: Interval | None = spec(omit_none=True)
+    p50_ns: Ns | None
+    p90_ns: Ns | None
+    p99_ns: Ns | None
+    mean_ns: Ns | None
+    min_ns: Ns | None
+    max_ns: Ns | None
+    std_ns: Ns | None
+    ci_level: float | None
+    ci_method: str | None
+    p50_ci_ns: Interval | None
+    p90_ci_ns: Interval | None
+    p99_ci_ns: Interval | None
     p99_upper_ns: Ns | None = spec(omit_none=True, description="one-sided upper bound of p99, written "
                                                                "when p99_ci_ns is null")
-    unresolved: tuple[str, ...] | None = spec(omit_none=True)
-    noise: Noise | None = spec(omit_none=True)
+    unresolved: tuple[str, ...] | None
+    noise: Noise | None
 
     SCHEMA_EXTRA: ClassVar[dict[str, Any]] = {
         "if": {"properties": {"n": {"minimum": 1}}},
@@ -138,30 +138,30 @@ class Summary(Base):
 class Fallback(Base):
     """One thing a runner did other than the plain path (graph break, ATen op, autotune pick...)."""
 
-    kind: str | None = spec(omit_none=True)
-    count: Count | None = spec(omit_none=True)
+    kind: str | None
+    count: Count | None
 
 
 @dataclass(frozen=True, kw_only=True)
 class RunnerLog(Facts):
     """Library output captured while a runner prepared and ran."""
 
-    lines: int | None = spec(omit_none=True)
-    chars: int | None = spec(omit_none=True)
+    lines: int | None
+    chars: int | None
     text: str | None = spec(omit_none=True, description="the last 4000 characters")
-    truncated: bool | None = spec(omit_none=True)
-    file: str | None = spec(omit_none=True)
+    truncated: bool | None
+    file: str | None
 
 
 @dataclass(frozen=True, kw_only=True)
 class RunnerReport(Base):
     """What the runner says about itself: options, versions, fallbacks, preparation times."""
 
-    options: dict[str, Any] | None = spec(omit_none=True)
-    versions: dict[str, Any] | None = spec(omit_none=True)
-    fallbacks: tuple[Fallback, ...] | None = spec(omit_none=True)
-    prepare_s: dict[str, float] | None = spec(omit_none=True)
-    build_s: float | None = spec(omit_none=True)
+    options: dict[str, Any] | None
+    versions: dict[str, Any] | None
+    fallbacks: tuple[Fallback, ...] | None
+    prepare_s: dict[str, float] | None
+    build_s: float | None
     log: RunnerLog | None = spec(omit_none=True, description="library output captured while this "
                                                               "runner prepared and ran (warnings, "
                                                               "compiler logs): lines, chars, text "
@@ -180,7 +180,7 @@ class Gate(Base):
     value: float | bool | None = spec()
     threshold: float | bool | None = spec()
     passed: bool = required()
-    detail: str | None = spec(omit_none=True)
+    detail: str | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -188,8 +188,8 @@ class Accuracy(Base):
     """The gates of one (runner, case) against the reference."""
 
     passed: bool = required()
-    gates: tuple[Gate, ...] | None = spec(omit_none=True)
-    reference: str | None = spec(omit_none=True)
+    gates: tuple[Gate, ...] | None
+    reference: str | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -201,15 +201,15 @@ class LoadRecord(Base):
     offered_per_s: float | None = spec(omit_none=True, description="the declared (nominal) rate")
     schedule_per_s: float | None = spec(omit_none=True, description="the seeded schedule's own rate: its "
                                         "requests / its last scheduled arrival")
-    achieved_per_s: float | None = spec(omit_none=True)
+    achieved_per_s: float | None
     mean_service_ns: Ns | None = spec(omit_none=True, description="mean of the pipeline stages' sum")
     utilisation: float | None = spec(omit_none=True, description="offered rate × mean service time")
     max_backlog: Count | None = spec(omit_none=True, description="most requests due but not started")
-    max_queue_ns: Ns | None = spec(omit_none=True)
+    max_queue_ns: Ns | None
     bound: OverloadBound | None = spec(omit_none=True, description="the declared overload bound")
     overloaded: bool | None = spec(omit_none=True, description="the offered rate exceeded what the runner "
                                                                "sustains: the queue grew without bound")
-    overload: str | None = spec(omit_none=True)
+    overload: str | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -219,7 +219,7 @@ class ResultRow(Base):
 
     runner: Name = required()
     case: Name = required()
-    request_sha256: Sha256 | None = spec(omit_none=True)
+    request_sha256: Sha256 | None
     status: Status = required()
     reasons: tuple[str, ...] = required()
     partial: bool | None = spec(omit_none=True, description="true for the case SIGINT stopped part "
@@ -231,12 +231,12 @@ class ResultRow(Base):
                                                           "samples_ns is their concatenation")
     stages_ns: dict[StageName, tuple[Ns, ...]] = required()
     summary: Summary = required()
-    clock_used: Clock | None = spec(omit_none=True)
-    clock_note: str | None = spec(omit_none=True)
-    warmup: Count | None = spec(omit_none=True)
-    stop_reason: str | None = spec(omit_none=True)
-    steady_state: SteadyState | None = spec(omit_none=True)
-    clock_cross_check: ClockCrossCheck | None = spec(omit_none=True)
+    clock_used: Clock | None
+    clock_note: str | None
+    warmup: Count | None
+    stop_reason: str | None
+    steady_state: SteadyState | None
+    clock_cross_check: ClockCrossCheck | None
     load: LoadRecord | None = spec(omit_none=True, description="paced arrivals: the load the samples ran "
                                                                "under")
     round_process: tuple[Count, ...] | None = spec(

@@ -15,7 +15,7 @@ class OverloadBound(Facts):
     """The declared point past which paced arrivals count as an overload."""
 
     max_backlog: int | None = spec(omit_none=True, description="requests due but not started")
-    max_queue_ms: float | None = spec(omit_none=True)
+    max_queue_ms: float | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -23,15 +23,15 @@ class Sampling(Facts):
     """The sampling policy: a fixed count, or adaptive with its target and limits."""
 
     mode: str | None = spec(omit_none=True, description="fixed or adaptive")
-    samples: int | None = spec(omit_none=True)
-    target_ci_pct: float | None = spec(omit_none=True)
-    warmup: int | None = spec(omit_none=True)
-    p99_resolvable: bool | None = spec(omit_none=True)
-    rule: str | None = spec(omit_none=True)
-    max_samples: int | None = spec(omit_none=True)
-    max_time_s: float | None = spec(omit_none=True)
-    min_samples: int | None = spec(omit_none=True)
-    check_every: int | None = spec(omit_none=True)
+    samples: int | None
+    target_ci_pct: float | None
+    warmup: int | None
+    p99_resolvable: bool | None
+    rule: str | None
+    max_samples: int | None
+    max_time_s: float | None
+    min_samples: int | None
+    check_every: int | None
 
     @property
     def fixed(self) -> bool:
@@ -42,31 +42,31 @@ class Sampling(Facts):
 class JoinedFrom(Facts):
     """One receipt a joined receipt was made of."""
 
-    receipt: str | None = spec(omit_none=True)
-    created_at: str | None = spec(omit_none=True)
-    git: GitState | None = spec(omit_none=True)
+    receipt: str | None
+    created_at: str | None
+    git: GitState | None
 
 
 @dataclass(frozen=True, kw_only=True)
 class Settings(Facts):
     """The run's settings: samples, rounds, device, sampling, runners, gates, labels..."""
 
-    warmup: int | None = spec(omit_none=True)
-    samples: int | None = spec(omit_none=True)
+    warmup: int | None
+    samples: int | None
     repeats: int | None = spec(omit_none=True, description="rounds, each in a fresh process or not")
-    device: str | None = spec(omit_none=True)
+    device: str | None
     sampling: Sampling | None = spec(omit_none=True, description="the sampling policy: fixed or "
                                                                  "adaptive, and its limits")
     runners: tuple[Any, ...] | None = spec(omit_none=True, description="in the order measured")
-    baseline: str | None = spec(omit_none=True)
+    baseline: str | None
     gates: dict[str, Any] | None = spec(omit_none=True, description="accuracy gate thresholds")
-    contracts_in_run: tuple[str, ...] | None = spec(omit_none=True)
-    case_time_limit_s: float | None = spec(omit_none=True)
-    settle_s: float | None = spec(omit_none=True)
+    contracts_in_run: tuple[str, ...] | None
+    case_time_limit_s: float | None
+    settle_s: float | None
     labels: dict[str, Any] | None = spec(omit_none=True, description="facts about the run's conditions")
-    overload_bound: OverloadBound | None = spec(omit_none=True)
-    fresh_processes: bool | None = spec(omit_none=True)
-    gc_mode: str | None = spec(omit_none=True)
+    overload_bound: OverloadBound | None
+    fresh_processes: bool | None
+    gc_mode: str | None
     layout: str | None = spec(omit_none=True, description="fixed: address randomisation off, hash seed 0")
     combined_from: tuple[JoinedFrom, ...] | None = spec(omit_none=True, description="the receipts "
                                                                                    "joined into this one")

@@ -91,6 +91,12 @@ def _details(r: DiffRow) -> list[str]:
     return out
 
 
+def why_lines(r: DiffRow) -> list[str]:
+    """A row's reason, then what moved, its probable causes and accepted differences: the "why"
+    column of the markdown table and the report's HTML table."""
+    return ([r.reason] if r.reason else []) + _details(r)
+
+
 def diff_table(d: DiffResult, width: int | None = None) -> str:
     """The terminal table of a diff: one row per (runner, case), then each row's details."""
     lines = [wrapped(x, width=width) for x in _header(d)]
@@ -203,7 +209,7 @@ def _markdown_row(r: DiffRow) -> str:
                              + (" advisory" if m.advisory else ""), grey) for m in r.metrics)
     else:
         bh = rc = "-"
-    why = ([r.reason] if r.reason else []) + _details(r)
+    why = why_lines(r)
     return (f"| {_md(_clip(r.runner, 120))} | {_md(_clip(r.case, 120))} | {_MARK.get(r.verdict, '')} "
             f"**{r.verdict}** | {bh} | {rc} | {'<br>'.join(_md(_clip(w, 400)) for w in why)} |")
 

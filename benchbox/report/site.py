@@ -26,7 +26,8 @@ from benchbox import __version__
 from benchbox import render as cr
 from benchbox.errors import UsageError
 from benchbox.fileio import replace_dir
-from benchbox.receipts.diff import DiffResult, DiffRow
+from benchbox.receipts.diff import DiffResult
+from benchbox.render.diff import why_lines
 from benchbox.report.history import SIDE, History, Page, Point, ReceiptRef, Series, SeriesChange, Step
 from benchbox.report.html import (
     check_commit_url,
@@ -96,17 +97,6 @@ def _method_changes(history: History) -> str:
 
 # -- diff pages ------------------------------------------------------------------------
 
-def _details(r: DiffRow) -> list[str]:
-    out = [r.reason] if r.reason else []
-    if r.explanation:
-        out.append(f"stages moved: {r.explain()}")
-    if r.causes:
-        out.append("probable causes: " + "; ".join(r.causes))
-    if r.accepted:
-        out.append("accepted differences: " + "; ".join(r.accepted))
-    return out
-
-
 def _side_html(role: str, ids: tuple[str, ...], refs: dict[str, ReceiptRef], template: str | None) -> str:
     items = []
     for i in ids:
@@ -160,7 +150,7 @@ def diff_html(d: DiffResult | str, base: tuple[str, ...], head: tuple[str, ...],
         bh = "<br>".join(f"{esc(m.metric)} {ms(m.base_ns)} → {ms(m.head_ns)}" for m in r.metrics) or "–"
         rc = "<br>".join((f"×{m.ratio:.3f}" if m.ratio is not None else "–")
                          + (f" [{m.ci[0]:.3f}, {m.ci[1]:.3f}]" if m.ci else "") for m in r.metrics) or "–"
-        why = "<br>".join(esc(x) for x in _details(r))
+        why = "<br>".join(esc(x) for x in why_lines(r))
         rows.append(f'<tr class="{verdict_class(r.verdict)}"><td>{esc(r.runner)}</td><td>{esc(r.case)}</td>'
                     f'<td><span class="verdict {verdict_class(r.verdict)}">{esc(r.verdict)}</span></td>'
                     f"<td>{bh}</td><td>{rc}</td><td>{why}</td></tr>")

@@ -44,22 +44,18 @@ from benchbox.runners import compile_draws as cd
 from benchbox.runners import compile_options as co
 from benchbox.runners import compile_pin as pin
 from benchbox.runners import compile_report as cr
-from benchbox.runners import transfer
 from benchbox.runners.base import Phases, trials_of
 from benchbox.runners.compile_facts import pin_summary, reuse_facts, stability_facts
-from benchbox.runners.torch_runner import TorchRunner
+from benchbox.runners.torch_runner import ModuleRunner
 
 _PARTLY = ("partly_reused", "artifact_partly_reused")
 
 
-class TorchCompileRunner(TorchRunner):
+class TorchCompileRunner(ModuleRunner):
     """torch.compile with inductor; pinned decisions, cold and warm compile time reported apart."""
 
     name = "torch-compile"
     OPTION_KEYS: tuple[str, ...] | None = co.OPTION_KEYS
-    TRANSFERS = transfer.TRANSFERS
-    STATIC_INPUTS = False
-    SIDE_STREAM = False
 
     @classmethod
     def check_options(cls, options: dict[str, Any]) -> None:

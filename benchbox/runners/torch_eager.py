@@ -6,19 +6,14 @@ from typing import Any
 
 import numpy as np
 
-from benchbox.runners import transfer
 from benchbox.runners.base import Phases
-from benchbox.runners.torch_runner import TorchRunner
+from benchbox.runners.torch_runner import ModuleRunner
 
 
-class TorchEagerRunner(TorchRunner):
+class TorchEagerRunner(ModuleRunner):
     """The model as written, eager mode. Options: ``transfer``, ``d2h``, ``stream`` (see transfer)."""
 
     name = "torch-eager"
-    OPTION_KEYS: tuple[str, ...] | None = transfer.OPTION_KEYS
-    TRANSFERS = transfer.TRANSFERS
-    STATIC_INPUTS = False
-    SIDE_STREAM = False
 
     def prepare(self, task: Any, model: Any, example: tuple[np.ndarray, ...], phases: Phases) -> None:
         with phases("load"):

@@ -330,3 +330,14 @@ class TorchRunner(Runner):
             rep["transfer"] = facts
         rep.setdefault("tf32", precision.torch_tf32(self.device))  # TF32 in float32 matmuls, convolutions
         return rep
+
+
+class ModuleRunner(TorchRunner):
+    """A runner whose compute is a torch module called on the caller's stream (eager, compiled):
+    inputs may move between calls, so every transfer strategy serves, and the transfer options
+    are its options."""
+
+    OPTION_KEYS: tuple[str, ...] | None = tr.OPTION_KEYS
+    TRANSFERS = tr.TRANSFERS
+    STATIC_INPUTS = False
+    SIDE_STREAM = False

@@ -183,34 +183,33 @@ CHOICES_VIDEO = [
 ]
 
 
+def _media_request(request_id: str, kind: str, px: np.ndarray, moving: dict[str, object], caption: str,
+                   choices: list[dict[str, str]]) -> dict[str, object]:
+    """A media case as a JSON object: ``px`` (frames, height, width, 3) as rgb8, with ``moving``
+    (a video's frame count and rate) after its size."""
+    return {
+        "id": request_id,
+        "document": {
+            "type": kind, "encoding": "rgb8", "width": int(px.shape[2]),
+            "height": int(px.shape[1]), **moving, "data": encode(px), "caption": caption,
+        },
+        "schema": {"question": "Which team should process this document?", "choices": choices},
+    }
+
+
 def image_request() -> dict[str, object]:
     """The ``image`` case as a JSON object."""
-    px = delivery_note()
-    return {
-        "id": "dock-photo-0193",
-        "document": {
-            "type": "image", "encoding": "rgb8", "width": int(px.shape[2]),
-            "height": int(px.shape[1]), "data": encode(px),
-            "caption": "Photo of a paper delivery note handed over at loading dock 3, "
-                       "stamped received, for 12 pallets of motor driver boards.",
-        },
-        "schema": {"question": "Which team should process this document?", "choices": CHOICES_IMAGE},
-    }
+    return _media_request("dock-photo-0193", "image", delivery_note(), {},
+                          "Photo of a paper delivery note handed over at loading dock 3, "
+                          "stamped received, for 12 pallets of motor driver boards.", CHOICES_IMAGE)
 
 
 def video_request() -> dict[str, object]:
     """The ``video`` case as a JSON object."""
     px = latency_dashboard()
-    return {
-        "id": "screen-capture-2207",
-        "document": {
-            "type": "video", "encoding": "rgb8", "width": int(px.shape[2]),
-            "height": int(px.shape[1]), "frames": int(px.shape[0]), "fps": 1.0, "data": encode(px),
-            "caption": "Screen recording of the checkout latency dashboard attached to a page: "
-                       "p99 latency climbs and the status lamp turns red.",
-        },
-        "schema": {"question": "Which team should process this document?", "choices": CHOICES_VIDEO},
-    }
+    return _media_request("screen-capture-2207", "video", px, {"frames": int(px.shape[0]), "fps": 1.0},
+                          "Screen recording of the checkout latency dashboard attached to a page: "
+                          "p99 latency climbs and the status lamp turns red.", CHOICES_VIDEO)
 
 
 def write_fixtures(root: Path) -> list[Path]:
