@@ -185,7 +185,7 @@ class _Gatherer:
                     raise UsageError(f"{name} was measured under contract {r.contract.name} "
                                      f"{r.contract.hash[:12]}, which the plan does not declare "
                                      "(a worker with another benchbox version?)")
-                labels = (r.settings or {}).get("labels") or {}
+                labels = (r.settings.labels if r.settings is not None else None) or {}
                 if labels.get("matrix_cell") != planned.cell_id:
                     raise UsageError(f"{name} does not carry this cell's matrix_cell label")
                 paths.append(p)

@@ -141,6 +141,37 @@ class Fallback(Base):
     kind: str | None = spec(omit_none=True)
     count: Count | None = spec(omit_none=True)
 
+    @property
+    def kind_name(self) -> str:
+        """Its kind (``other`` when it names none)."""
+        return str(self.kind) if self.kind is not None or "kind" in self.nulls else "other"
+
+    @property
+    def times(self) -> int:
+        """How many it stands for: its ``count``, else one."""
+        return self.count if self.count is not None else 1
+
+    @property
+    def level(self) -> str:
+        """TensorRT's level it was found at (network definition or engine; empty: none given)."""
+        level = self.extra["level"] if "level" in self.extra else None
+        return level if isinstance(level, str) else ""
+
+    @property
+    def requested(self) -> Any:
+        """The op the runner's options asked to fall back (an ATen fallback; None: not asked)."""
+        return self.extra["requested"] if "requested" in self.extra else None
+
+    @property
+    def present(self) -> bool:
+        """Whether it is in the generated code: an ATen fallback forced but never called is not."""
+        return "calls" not in self.extra or bool(self.extra["calls"])
+
+    @property
+    def called(self) -> bool:
+        """Whether its report gives a number of calls other than zero."""
+        return "calls" in self.extra and bool(self.extra["calls"])
+
 
 @dataclass(frozen=True, kw_only=True)
 class RunnerLog(Facts):
