@@ -185,6 +185,22 @@ class RunnerLog(Facts):
 
 
 @dataclass(frozen=True, kw_only=True)
+class CompileNote(Facts):
+    """A part of a compiling runner's report that sums itself up in one line."""
+
+    summary: str | None = spec(omit_none=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompileFacts(Facts):
+    """The common part of a compiling runner's ``compile`` report: the pinned compile and the
+    autotune stability check (each with its one-line summary); the rest stays the runner's own."""
+
+    pin: CompileNote | None = spec(omit_none=True)
+    autotune_stability: CompileNote | None = spec(omit_none=True)
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunnerReport(Base):
     """What the runner says about itself: options, versions, fallbacks, preparation times."""
 
@@ -201,6 +217,12 @@ class RunnerReport(Base):
     def section(self, name: str) -> Any:
         """A runner's own part of its report (``compile``, ``tf32``...: not declared here), or None."""
         return self.extra[name] if name in self.extra else None
+
+    @property
+    def compile(self) -> CompileFacts | None:
+        """A compiling runner's ``compile`` report, typed in its common part (None: none)."""
+        comp = self.section("compile")
+        return CompileFacts.of(comp) if isinstance(comp, Mapping) else None
 
 
 @dataclass(frozen=True, kw_only=True)

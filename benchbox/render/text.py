@@ -48,13 +48,13 @@ def compile_lines(results: Sequence[ResultRow]) -> list[str]:
     """What each compiling runner reused or found unstable (its report's one-line summaries)."""
     out, seen = [], set()
     for r in results:
-        comp = r.runner_report.section("compile")
-        if not isinstance(comp, Mapping) or r.runner in seen:
+        comp = r.runner_report.compile
+        if comp is None or r.runner in seen:
             continue
         seen.add(r.runner)
-        for part in ("pin", "autotune_stability"):
-            text = comp[part].get("summary") if isinstance(comp.get(part), Mapping) else None
-            if isinstance(text, str) and text:
+        for part, note in (("pin", comp.pin), ("autotune_stability", comp.autotune_stability)):
+            text = note.summary if note is not None else None
+            if text:
                 out.append(f"{r.runner} compile: {text}" if part == "pin" else f"{r.runner} {text}")
     return out
 
