@@ -13,18 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from benchbox.receipts.model import Receipt, ResultRow
-from benchbox.selfcheck.facts import (
-    CudaGraphs,
-    EngineReport,
-    LayerProfile,
-    ProfiledLayer,
-    RuntimeCache,
-    RuntimeFacts,
-    TensorRTFacts,
-    tensorrt_facts,
-)
+if TYPE_CHECKING:  # the records are imported where they are read: importing the package stays cheap
+    from benchbox.receipts.model import Receipt, ResultRow
+    from benchbox.selfcheck.facts import TensorRTFacts
 
 DEVICE_CONTRACTS = ("device_compute", "device_span", "device_throughput")
 #: what only execution shows, per kind of run
@@ -55,7 +48,7 @@ class Check:
         return {"name": self.name, "status": self.status, "detail": self.detail}
 
 
-Receipts = Mapping[str, Receipt]
+Receipts = Mapping[str, "Receipt"]
 
 
 def rows(receipts: Receipts) -> list[tuple[str, ResultRow]]:
@@ -64,6 +57,8 @@ def rows(receipts: Receipts) -> list[tuple[str, ResultRow]]:
 
 def runner_report(receipts: Receipts) -> TensorRTFacts:
     """The TensorRT part of the first runner report that says anything (empty: none does)."""
+    from benchbox.selfcheck.facts import TensorRTFacts, tensorrt_facts
+
     for _, row in rows(receipts):
         if row.runner_report.to_json():
             return tensorrt_facts(row.runner_report)
@@ -77,7 +72,7 @@ def check_build(report: TensorRTFacts) -> Check:
     error = report.build_error or report.facts_error
     if error:
         return Check("build (no GPU needed)", "failed", str(error))
-    er = report.engine_report or EngineReport()
+    er = report.engine
     opts = report.build_options
     if not er.engine_bytes:
         return Check("build (no GPU needed)", "failed", "no engine in the report")
@@ -119,7 +114,7 @@ def check_accuracy(receipts: Receipts) -> Check:
 
 def check_inspector(report: TensorRTFacts) -> Check:
     """The engine inspector's report, with every layer's precision understood."""
-    er = report.engine_report or EngineReport()
+    er = report.engine
     if er.source != "engine_inspector":
         why = er.inspector_error or f"the report comes from {er.source}"
         return Check("engine inspector report", "failed", why)
@@ -196,7 +191,7 @@ def check_tf32(report: TensorRTFacts) -> Check:
 
 
 def _runtime_cache(report: TensorRTFacts) -> Check:
-    rc = (report.runtime.runtime_cache if report.runtime is not None else None) or RuntimeCache()
+    rc = report.runtime_cache
     ok = rc.enabled and (rc.saved_bytes or 0) > 0
     loaded = rc.loaded_bytes if rc.loaded_bytes is not None or "loaded_bytes" in rc.nulls else 0
     return Check("RTX runtime cache", "passed" if ok else "failed",
@@ -214,17 +209,17 @@ def check_preparation(report: TensorRTFacts, flavour: str, dtype: str = "float32
                      f"{prep['jit_warmup']:.3f} s" if "jit_warmup" in prep else "no jit_warmup phase"))
     if flavour == "tensorrt_rtx":
         out.append(_runtime_cache(report))
-    g = report.cuda_graphs or CudaGraphs()
+    g = report.graphs
     if g.warnings:
         out.append(Check("CUDA graphs", "warning", "; ".join(g.warnings)))
     else:
         how = f"; {g.used_how}" if g.used_how else ""
         out.append(Check("CUDA graphs", "passed", f"{g.used} ({g.why}){how}"))
-    lp = report.layer_profile or LayerProfile()
+    lp = report.profile
     if lp.error or not lp.runs:
         out.append(Check("per-layer profile (diagnostic)", "warning", str(lp.error or "no profile")))
     else:
-        top = lp.top_layers[0] if lp.top_layers else ProfiledLayer()
+        top = lp.top
         out.append(Check("per-layer profile (diagnostic)", "passed",
                          f"{lp.layers_timed} layers over {lp.runs} runs, median total "
                          f"{lp.total_ms_median:.3f} ms; top {top.name} ({top.precision})"))
@@ -239,13 +234,13 @@ def check_timing(receipts: Receipts, report: TensorRTFacts) -> Check:
     compute = p50s(receipts, "device_compute")
     if not compute:
         return Check(name, "not_run", "no device_compute result")
-    layer_types = (report.network.layer_types if report.network is not None else None) or {}
+    layer_types = report.layer_types
     arithmetic = sorted(set(layer_types) - DATA_MOVEMENT)
     if not arithmetic:
         types = ", ".join(layer_types) or "none"
         return Check(name, "failed", f"the network computes nothing (layer types: {types}): a null-work "
                                      "engine, whose times say nothing about the runner")
-    lp = report.layer_profile or LayerProfile()
+    lp = report.profile
     total = lp.total_ms_median
     if lp.error or not lp.layers_timed or not isinstance(total, int | float):
         return Check(name, "failed", "no per-layer profile to hold the device clock against: "
@@ -275,13 +270,12 @@ def check_dynamic(report: TensorRTFacts, flavour: str) -> Check:
     profiles = report.profiles
     if not profiles:
         return Check(name, "failed", "the engine has no optimization profile: the shapes were fixed")
-    shapes = (report.jit_warmup.shapes if report.jit_warmup is not None else None) or []
+    shapes = report.warmed_shapes
     if len(shapes) < 2:
         return Check(name, "failed", f"jit_warmup ran {len(shapes)} shape(s); every declared shape must be")
     detail = f"{len(profiles)} dynamic input(s), {len(shapes)} shapes warmed"
     if flavour == "tensorrt_rtx":
-        runtime = report.runtime or RuntimeFacts()
-        strategy = runtime.dynamic_shapes_kernel_specialization_strategy
+        strategy = report.runtime_settings.dynamic_shapes_kernel_specialization_strategy
         if strategy != "EAGER":
             return Check(name, "failed", f"shape specialization {strategy}, not EAGER: kernels may compile "
                                          "in the background while samples run")
@@ -292,11 +286,11 @@ def check_dynamic(report: TensorRTFacts, flavour: str) -> Check:
 def check_no_graphs(report: TensorRTFacts) -> Check:
     """A contract with ``cuda_graphs = false``: no CUDA graph of either kind, recorded."""
     name = "CUDA graphs off under cuda_graphs = false"
-    g = report.cuda_graphs or CudaGraphs()
+    g = report.graphs
     allowed = report.policy_applied.cuda_graphs_allowed if report.policy_applied is not None else None
     if allowed is not False or g.mode != "off" or g.used != "off":
         return Check(name, "failed", f"policy allowed {allowed}, plan {g.mode}, used {g.used}")
-    strategy = report.runtime.cuda_graph_strategy if report.runtime is not None else None
+    strategy = report.runtime_settings.cuda_graph_strategy
     return Check(name, "passed", f"plan off ({g.why})"
                  + (f", RTX cuda_graph_strategy {strategy}" if strategy else ""))
 

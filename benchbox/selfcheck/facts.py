@@ -136,6 +136,11 @@ class LayerProfile(Facts):
     total_ms_median: Fact = spec(omit_none=True)
     top_layers: tuple[ProfiledLayer, ...] | None = spec(omit_none=True)
 
+    @property
+    def top(self) -> ProfiledLayer:
+        """The slowest layer (an empty record: none listed)."""
+        return self.top_layers[0] if self.top_layers else ProfiledLayer()
+
 
 @dataclass(frozen=True, kw_only=True)
 class NetworkFacts(Facts):
@@ -185,6 +190,39 @@ class TensorRTFacts(Facts):
     def asked_tf32(self) -> bool:
         """Whether the runner's options asked for TF32."""
         return isinstance(self.options, Mapping) and "tf32" in self.options and bool(self.options["tf32"])
+
+    @property
+    def engine(self) -> EngineReport:
+        return self.engine_report or EngineReport()
+
+    @property
+    def graphs(self) -> CudaGraphs:
+        return self.cuda_graphs or CudaGraphs()
+
+    @property
+    def profile(self) -> LayerProfile:
+        return self.layer_profile or LayerProfile()
+
+    @property
+    def runtime_settings(self) -> RuntimeFacts:
+        return self.runtime or RuntimeFacts()
+
+    @property
+    def runtime_cache(self) -> RuntimeCache:
+        return self.runtime_settings.runtime_cache or RuntimeCache()
+
+    @property
+    def layer_types(self) -> Any:
+        return (self.network.layer_types if self.network is not None else None) or {}
+
+    @property
+    def warmed_shapes(self) -> Any:
+        return (self.jit_warmup.shapes if self.jit_warmup is not None else None) or []
+
+    @property
+    def engine_path(self) -> str:
+        cache = self.build.cache if self.build is not None else None
+        return str((cache.path if cache is not None else None) or "")
 
     @property
     def build_options(self) -> BuildOptions:

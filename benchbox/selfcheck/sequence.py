@@ -13,11 +13,13 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchbox.errors import FieldError
 from benchbox.selfcheck.checks import Check, check_run, runner_report
-from benchbox.selfcheck.facts import TensorRTFacts
+
+if TYPE_CHECKING:
+    from benchbox.selfcheck.facts import TensorRTFacts
 
 #: exit codes of ``benchbox selfcheck``
 EXIT_PASSED = 0       # executed, every check passed (warnings allowed)

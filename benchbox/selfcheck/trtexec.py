@@ -14,11 +14,14 @@ import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchbox.errors import last_line
-from benchbox.selfcheck.checks import Check, Receipts, p50s
-from benchbox.selfcheck.facts import TensorRTFacts
+from benchbox.selfcheck.checks import Check, p50s
+
+if TYPE_CHECKING:
+    from benchbox.selfcheck.checks import Receipts
+    from benchbox.selfcheck.facts import TensorRTFacts
 
 #: device_throughput p50 / trtexec's GPU compute median outside this range is flagged
 AGREEMENT = (0.7, 1.3)
@@ -55,8 +58,7 @@ def compare(receipts: Receipts, report: TensorRTFacts, flavour: str, device: str
         return Check(NAME, "not_run", "trtexec is not on PATH")
     if flavour != "tensorrt":
         return Check(NAME, "not_run", f"trtexec runs full TensorRT engines; this one is {flavour}'s")
-    cache = report.build.cache if report.build is not None else None
-    engine = Path(str((cache.path if cache is not None else None) or ""))
+    engine = Path(report.engine_path)
     throughput = p50s(receipts, "device_throughput")
     if not engine.is_file() or not throughput:
         why = "no device_throughput result" if engine.is_file() else "the engine is not in the engine cache"
