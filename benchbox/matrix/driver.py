@@ -185,8 +185,8 @@ class _Gatherer:
                     raise UsageError(f"{name} was measured under contract {r.contract.name} "
                                      f"{r.contract.hash[:12]}, which the plan does not declare "
                                      "(a worker with another benchbox version?)")
-                labels = (r.settings or {}).get("labels") or {}
-                if labels.get("matrix_cell") != planned.cell_id:
+                cell_id = r.settings.label("matrix_cell") if r.settings is not None else None
+                if cell_id != planned.cell_id:
                     raise UsageError(f"{name} does not carry this cell's matrix_cell label")
                 paths.append(p)
                 receipts.append(r)

@@ -83,8 +83,8 @@ class Point:
 
 def stopped_at_bound(load: Any) -> bool:
     """Whether a load record's backlog or longest wait passed its declared bound (what stops sampling)."""
-    bound = load.bound or {}
-    backlog, wait_ms = bound.get("max_backlog"), bound.get("max_queue_ms")
+    bound = load.bound
+    backlog, wait_ms = (bound.max_backlog, bound.max_queue_ms) if bound is not None else (None, None)
     return bool((backlog is not None and (load.max_backlog or 0) > backlog)
                 or (wait_ms is not None and (load.max_queue_ns or 0) > wait_ms * 1e6))
 

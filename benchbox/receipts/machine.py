@@ -102,6 +102,12 @@ class Calibration(Base):
     floors: Floors | None
     error: str | None
 
+    @property
+    def floor_multiple(self) -> float | None:
+        """The multiple of a floor under which a difference is unresolvable, as the harness recorded it."""
+        value = self.extra["floor_multiple"] if "floor_multiple" in self.extra else None
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
     def floor(self, clock: str) -> int | None:
         """The floor of results timed with ``clock`` (None: not measured)."""
         if self.floors is None:

@@ -141,6 +141,37 @@ class Fallback(Base):
     kind: str | None
     count: Count | None
 
+    @property
+    def kind_name(self) -> str:
+        """Its kind (``other`` when it names none)."""
+        return str(self.kind) if self.kind is not None or "kind" in self.nulls else "other"
+
+    @property
+    def times(self) -> int:
+        """How many it stands for: its ``count``, else one."""
+        return self.count if self.count is not None else 1
+
+    @property
+    def level(self) -> str:
+        """TensorRT's level it was found at (network definition or engine; empty: none given)."""
+        level = self.extra["level"] if "level" in self.extra else None
+        return level if isinstance(level, str) else ""
+
+    @property
+    def requested(self) -> Any:
+        """The op the runner's options asked to fall back (an ATen fallback; None: not asked)."""
+        return self.extra["requested"] if "requested" in self.extra else None
+
+    @property
+    def present(self) -> bool:
+        """Whether it is in the generated code: an ATen fallback forced but never called is not."""
+        return "calls" not in self.extra or bool(self.extra["calls"])
+
+    @property
+    def called(self) -> bool:
+        """Whether its report gives a number of calls other than zero."""
+        return "calls" in self.extra and bool(self.extra["calls"])
+
 
 @dataclass(frozen=True, kw_only=True)
 class RunnerLog(Facts):
@@ -151,6 +182,22 @@ class RunnerLog(Facts):
     text: str | None = spec(omit_none=True, description="the last 4000 characters")
     truncated: bool | None
     file: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompileNote(Facts):
+    """A part of a compiling runner's report that sums itself up in one line."""
+
+    summary: str | None = spec(omit_none=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompileFacts(Facts):
+    """The common part of a compiling runner's ``compile`` report: the pinned compile and the
+    autotune stability check (each with its one-line summary); the rest stays the runner's own."""
+
+    pin: CompileNote | None = spec(omit_none=True)
+    autotune_stability: CompileNote | None = spec(omit_none=True)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -170,6 +217,12 @@ class RunnerReport(Base):
     def section(self, name: str) -> Any:
         """A runner's own part of its report (``compile``, ``tf32``...: not declared here), or None."""
         return self.extra[name] if name in self.extra else None
+
+    @property
+    def compile(self) -> CompileFacts | None:
+        """A compiling runner's ``compile`` report, typed in its common part (None: none)."""
+        comp = self.section("compile")
+        return CompileFacts.of(comp) if isinstance(comp, Mapping) else None
 
 
 @dataclass(frozen=True, kw_only=True)

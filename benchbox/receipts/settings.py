@@ -71,6 +71,11 @@ class Settings(Facts):
     combined_from: tuple[JoinedFrom, ...] | None = spec(omit_none=True, description="the receipts "
                                                                                    "joined into this one")
 
+    def label(self, name: str) -> Any:
+        """One of the run's labels (None: not given)."""
+        labels = self.labels or {}
+        return labels[name] if name in labels else None
+
     @property
     def runner_names(self) -> tuple[str, ...]:
         """The declared runners (names only), in order, once each."""

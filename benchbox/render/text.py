@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from benchbox.receipts.model import Receipt, ResultRow
-from benchbox.receipts.typed import Record
+from benchbox.receipts.model import Fallback, Receipt, ResultRow
 from benchbox.render.common import ci_ms, contract_label, ms, ratio_ci
 from benchbox.render.common import terminal as _t
 from benchbox.render.table import table, wrapped
@@ -18,30 +17,23 @@ _FALLBACK_WORDS = {"graph_break": "graph break", "recompile": "recompile",
                    "parser_error": "parser error"}
 
 
-def _count(f: Mapping[str, Any]) -> int:
-    n = f.get("count", 1)
-    return n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else 1
-
-
-def fallback_summary(entries: Sequence[Mapping[str, Any] | Record]) -> str:
+def fallback_summary(entries: Sequence[Mapping[str, Any] | Fallback]) -> str:
     """One phrase per fallback kind: "1 graph break, 2 aten ops (layer_norm forced), 3 autotune picks".
 
     Grouped entries count their ``count``; entries with a ``level`` (TensorRT's network
     definition or engine) are counted per level.
     """
-    fallbacks = [f.to_json() if isinstance(f, Record) else f for f in entries]
+    fallbacks = [f if isinstance(f, Fallback) else Fallback.of(f) for f in entries
+                 if isinstance(f, Mapping | Fallback)]
     counts: dict[tuple[str, str], int] = {}
     for f in fallbacks:
-        if not isinstance(f, Mapping):
-            continue
-        kind = str(f.get("kind", "other"))
-        if kind == "aten_fallback" and not f.get("calls", 1):
+        kind = f.kind_name
+        if kind == "aten_fallback" and not f.present:
             continue  # forced, but absent from the generated code
-        n = _count(f) if kind != "aten_fallback" else 1
-        key = (kind, str(f["level"]) if isinstance(f.get("level"), str) else "")
-        counts[key] = counts.get(key, 0) + n
-    forced = sorted({str(f["requested"]) for f in fallbacks if isinstance(f, Mapping)
-                     and f.get("kind") == "aten_fallback" and f.get("requested") and f.get("calls")})
+        n = f.times if kind != "aten_fallback" else 1
+        counts[(kind, f.level)] = counts.get((kind, f.level), 0) + n
+    forced = sorted({str(f.requested) for f in fallbacks
+                     if f.kind == "aten_fallback" and f.requested and f.called})
     parts = []
     for (kind, level), n in counts.items():
         word = "aten op" if kind == "aten_fallback" else _FALLBACK_WORDS.get(kind, kind.replace("_", " "))
@@ -56,13 +48,13 @@ def compile_lines(results: Sequence[ResultRow]) -> list[str]:
     """What each compiling runner reused or found unstable (its report's one-line summaries)."""
     out, seen = [], set()
     for r in results:
-        comp = r.runner_report.section("compile")
-        if not isinstance(comp, Mapping) or r.runner in seen:
+        comp = r.runner_report.compile
+        if comp is None or r.runner in seen:
             continue
         seen.add(r.runner)
-        for part in ("pin", "autotune_stability"):
-            text = comp[part].get("summary") if isinstance(comp.get(part), Mapping) else None
-            if isinstance(text, str) and text:
+        for part, note in (("pin", comp.pin), ("autotune_stability", comp.autotune_stability)):
+            text = note.summary if note is not None else None
+            if text:
                 out.append(f"{r.runner} compile: {text}" if part == "pin" else f"{r.runner} {text}")
     return out
 

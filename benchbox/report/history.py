@@ -24,7 +24,7 @@ from typing import Any
 from benchbox.errors import UsageError
 from benchbox.receipts.combine import combine
 from benchbox.receipts.diff import ComparisonRefused, DiffOptions, DiffResult, diff_receipts
-from benchbox.receipts.model import Receipt
+from benchbox.receipts.model import ContractRecord, Receipt
 from benchbox.report.changepoints import ChangePoint, Detector
 from benchbox.store import Store
 
@@ -122,13 +122,13 @@ class Page:
     """Everything of one (task, contract hash)."""
 
     task: str
-    contract: dict[str, Any]
+    contract: ContractRecord
     groups: tuple[Group, ...]
     series: tuple[Series, ...]
 
     @property
     def contract_hash(self) -> str:
-        return str(self.contract["hash"])
+        return self.contract.hash
 
 
 @dataclass(frozen=True)
@@ -232,7 +232,7 @@ def analyze(store: Store, options: DiffOptions | None = None, detector: Detector
     for task, chash in page_keys.iter_rows():
         in_page = index.filter((pl.col("task") == task) & (pl.col("contract_hash") == chash))
         first = in_page.sort("created").get_column("identity")[-1]
-        contract = loader.get(first).contract.to_json()
+        contract = loader.get(first).contract
         groups: list[Group] = []
         series: list[Series] = []
         gkeys = in_page.select("size", "dtype", "device").unique().sort("size", "dtype", "device",

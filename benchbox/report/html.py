@@ -36,7 +36,7 @@ def slug(text: str) -> str:
 
 
 def page_file(page: Page) -> str:
-    return f"{slug(page.task)}.{slug(str(page.contract.get('name')))}-{page.contract_hash[:12]}.html"
+    return f"{slug(page.task)}.{slug(page.contract.name)}-{page.contract_hash[:12]}.html"
 
 
 def diff_file(base: tuple[str, ...], head: tuple[str, ...], ext: str = "html") -> str:

@@ -198,7 +198,7 @@ def page_data(page: Page, history: History, template: str | None = None) -> dict
     series = [{"group": s.group, "case": s.case, "runner": s.runner,
                "points": [_point_json(p) for p in s.points],
                "changes": [_change_json(c) for c in s.changes]} for s in page.series]
-    return {"task": page.task, "contract": {k: page.contract.get(k) for k in
+    return {"task": page.task, "contract": {k: getattr(page.contract, k) for k in
                                             ("name", "version", "first", "last", "clock", "hash")},
             "groups": groups, "series": series,
             "method": {"changes": _method_changes(history), "no_step_verdicts": NO_STEP_VERDICTS}}
@@ -281,13 +281,13 @@ def _group_html(page: Page, gi: int, template: str | None) -> str:
 
 def page_html(page: Page, history: History, template: str | None = None) -> str:
     c = page.contract
-    stages = ", ".join(str(x) for x in c.get("stages") or [])
+    stages = ", ".join(str(x) for x in c.stages)
     parts = [
         '<nav><a href="index.html">benchbox history</a></nav>',
-        f"<h1>{esc(page.task)} · {esc(c.get('name'))}</h1>",
-        f'<p class="contract">contract <b>{esc(c.get("name"))}</b> v{esc(c.get("version"))}: '
-        f'{esc(c.get("first"))}..{esc(c.get("last"))} ({esc(stages)}), {esc(c.get("clock"))} clock, '
-        f'hash <code>{esc(page.contract_hash[:16])}</code>. {esc(c.get("description"))}</p>',
+        f"<h1>{esc(page.task)} · {esc(c.name)}</h1>",
+        f'<p class="contract">contract <b>{esc(c.name)}</b> v{esc(c.version)}: '
+        f'{esc(c.first)}..{esc(c.last)} ({esc(stages)}), {esc(c.clock)} clock, '
+        f'hash <code>{esc(page.contract_hash[:16])}</code>. {esc(c.description)}</p>',
         '<div class="method"><p><b>Change points</b>: ' + esc(_method_changes(history)) + ".</p>"
         f"<p>{esc(NO_STEP_VERDICTS)}</p>"
         "<p>Drag across a chart to zoom into commits, double-click to zoom out; hover a point for its "
@@ -297,7 +297,7 @@ def page_html(page: Page, history: History, template: str | None = None) -> str:
         '<div id="tooltip" class="tooltip" role="status" hidden></div>',
     ]
     parts += [_group_html(page, gi, template) for gi in range(len(page.groups))]
-    title = f"{page.task} · {c.get('name')} — benchbox history"
+    title = f"{page.task} · {c.name} — benchbox history"
     return doc(title, "\n".join(parts), data=page_data(page, history, template))
 
 
@@ -323,7 +323,7 @@ def _regressions(history: History, files: dict[int, str], template: str | None) 
                    f"<td>{_verdict_html(c.step)}</td>"
                    f"<td>{esc(s.case)} · {esc(s.runner)} ({esc(_group_label(page, s.group))})</td>"
                    f'<td><a href="{esc(files[k])}">{esc(page.task)} · '
-                   f'{esc(page.contract.get("name"))}</a></td>'
+                   f'{esc(page.contract.name)}</a></td>'
                    f"<td>{c.found.pvalue:.2g}</td></tr>")
     out.append("</tbody></table>")
     return out
@@ -336,7 +336,7 @@ def _latest(history: History, files: dict[int, str], template: str | None) -> li
            "<th>change points</th></tr></thead><tbody>"]
     failed: list[str] = []
     for k, page in enumerate(history.pages):
-        where = f'<a href="{esc(files[k])}">{esc(page.task)} · {esc(page.contract.get("name"))}</a>'
+        where = f'<a href="{esc(files[k])}">{esc(page.task)} · {esc(page.contract.name)}</a>'
         for s in page.series:
             label = f"{esc(s.case)} · {esc(s.runner)}"
             if failed_only(s):
@@ -366,7 +366,7 @@ def index_html(history: History, files: dict[int, str], template: str | None = N
                  "<th>series</th><th>receipts</th><th>change points</th></tr></thead><tbody>")
     for k, page in enumerate(history.pages):
         parts.append(f'<tr><td><a href="{esc(files[k])}">{esc(page.task)}</a></td>'
-                     f"<td>{esc(page.contract.get('name'))}</td><td><code>{esc(page.contract_hash[:12])}</code>"
+                     f"<td>{esc(page.contract.name)}</td><td><code>{esc(page.contract_hash[:12])}</code>"
                      f"</td><td>{len(page.series)}</td><td>{sum(len(g.receipts) for g in page.groups)}</td>"
                      f"<td>{sum(len(s.changes) for s in page.series)}</td></tr>")
     parts.append("</tbody></table>")

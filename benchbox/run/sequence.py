@@ -133,7 +133,7 @@ class _Run:
         self.receipts = self._open_receipts()
         self.log = OutputLog(log_path(self.receipts.paths[0]), self.reporter.captured)
         self.reporter.run_started(self._plan())
-        busy = load_warning(self.receipts.receipts[0].environment.get("load"))
+        busy = load_warning(self.receipts.receipts[0].environment.load)
         if busy:
             self.reporter.note(busy)
         self._calibrate()

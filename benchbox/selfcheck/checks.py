@@ -1,5 +1,6 @@
-"""The self-check's checks: each reads receipts as ``benchbox run`` writes them (JSON) and
-returns one :class:`Check`; none measures anything.
+"""The self-check's checks: each reads the typed receipts of a run (and the TensorRT part of their
+runner report, :mod:`benchbox.selfcheck.facts`) and returns one :class:`Check`; none measures
+anything.
 
 Every check can fail on what it guards (``tests/runners/test_selfcheck.py`` shows each one
 failing). The timing sanity check compares two clocks that share nothing: the harness's
@@ -10,8 +11,13 @@ an engine that does none, fails it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the records are imported where they are read: importing the package stays cheap
+    from benchbox.receipts.model import Receipt, ResultRow
+    from benchbox.selfcheck.facts import TensorRTFacts
 
 DEVICE_CONTRACTS = ("device_compute", "device_span", "device_throughput")
 #: what only execution shows, per kind of run
@@ -42,112 +48,117 @@ class Check:
         return {"name": self.name, "status": self.status, "detail": self.detail}
 
 
-def rows(receipts: dict[str, dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
-    return [(name, row) for name, r in receipts.items() for row in r.get("results", [])]
+Receipts = Mapping[str, "Receipt"]
 
 
-def runner_report(receipts: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def rows(receipts: Receipts) -> list[tuple[str, ResultRow]]:
+    return [(name, row) for name, r in receipts.items() for row in r.results]
+
+
+def runner_report(receipts: Receipts) -> TensorRTFacts:
+    """The TensorRT part of the first runner report that says anything (empty: none does)."""
+    from benchbox.selfcheck.facts import TensorRTFacts, tensorrt_facts
+
     for _, row in rows(receipts):
-        rep = row.get("runner_report")
-        if isinstance(rep, dict) and rep:
-            return rep
-    return {}
+        if row.runner_report.to_json():
+            return tensorrt_facts(row.runner_report)
+    return TensorRTFacts()
 
 
-def check_build(report: dict[str, Any]) -> Check:
+def check_build(report: TensorRTFacts) -> Check:
     """The export, parse and engine build: what needs no GPU."""
-    if report.get("flavour") is None:
+    if report.flavour is None:
         return Check("build (no GPU needed)", "not_run", "no TensorRT flavour to build with")
-    error = report.get("build_error") or report.get("facts_error")
+    error = report.build_error or report.facts_error
     if error:
         return Check("build (no GPU needed)", "failed", str(error))
-    er = report.get("engine_report") or {}
-    opts = (report.get("build") or {}).get("options") or {}
-    if not er.get("engine_bytes"):
+    er = report.engine
+    opts = report.build_options
+    if not er.engine_bytes:
         return Check("build (no GPU needed)", "failed", "no engine in the report")
-    target = f" for compute capability {', '.join(opts['compute_capabilities'])}" \
-        if opts.get("compute_capabilities") else ""
-    profiles = "".join(f", profile {p['input']} {p['min']}..{p['max']}"
-                       for p in opts.get("optimization_profiles") or [] if p["min"] != p["max"])
+    target = f" for compute capability {', '.join(opts.compute_capabilities)}" \
+        if opts.compute_capabilities else ""
+    profiles = "".join(f", profile {p.input} {p.min}..{p.max}" for p in report.profiles if p.min != p.max)
     return Check("build (no GPU needed)", "passed",
-                 f"engine built{target}: {er['engine_bytes']:,} bytes, {er.get('num_layers')} layers "
-                 f"({er.get('source')}), tf32 {opts.get('tf32')}{profiles}")
+                 f"engine built{target}: {er.engine_bytes:,} bytes, {er.num_layers} layers "
+                 f"({er.source}), tf32 {opts.tf32}{profiles}")
 
 
-def check_executed(receipts: dict[str, dict[str, Any]]) -> Check:
-    bad = [(c, r) for c, r in rows(receipts) if r.get("status") == "failed"]
+def check_executed(receipts: Receipts) -> Check:
+    bad = [(c, r) for c, r in rows(receipts) if r.status == "failed"]
     if not bad:
         return Check("runner executed every contract and case", "passed", f"{len(rows(receipts))} results")
     c, r = bad[0]
-    reasons = "; ".join(r.get("reasons", []))
+    reasons = "; ".join(r.reasons)
     return Check("runner executed every contract and case", "failed",
-                 f"{len(bad)} failed result(s); first {r.get('case')} [{c}]: {reasons}")
+                 f"{len(bad)} failed result(s); first {r.case} [{c}]: {reasons}")
 
 
-def check_accuracy(receipts: dict[str, dict[str, Any]]) -> Check:
-    found = [(c, r) for c, r in rows(receipts) if r.get("accuracy")]
+def check_accuracy(receipts: Receipts) -> Check:
+    found = [(c, r, r.accuracy) for c, r in rows(receipts) if r.accuracy is not None]
     if not found:
         return Check("accuracy gates", "not_run", "no validated result")
-    failed = [(c, r) for c, r in found if not r["accuracy"].get("passed")]
+    failed = [(c, r) for c, r, acc in found if not acc.passed]
     worst: dict[str, float] = {}
-    for _, r in found:
-        for g in r["accuracy"].get("gates", []):
-            if isinstance(g.get("value"), float):
-                worst[g["name"]] = max(worst.get(g["name"], 0.0), g["value"])
+    for _, _, acc in found:
+        for g in acc.gates or ():
+            if isinstance(g.value, float):
+                worst[g.name] = max(worst.get(g.name, 0.0), g.value)
     detail = ", ".join(f"worst {k} {v:.3g}" for k, v in sorted(worst.items()))
     if failed:
         c, r = failed[0]
-        return Check("accuracy gates", "failed", f"{len(failed)} result(s) invalid; first {r.get('case')} "
-                     f"[{c}]: {'; '.join(r.get('reasons', []))}")
+        return Check("accuracy gates", "failed", f"{len(failed)} result(s) invalid; first {r.case} "
+                     f"[{c}]: {'; '.join(r.reasons)}")
     return Check("accuracy gates", "passed", detail)
 
 
-def check_inspector(report: dict[str, Any]) -> Check:
+def check_inspector(report: TensorRTFacts) -> Check:
     """The engine inspector's report, with every layer's precision understood."""
-    er = report.get("engine_report") or {}
-    if er.get("source") != "engine_inspector":
-        why = er.get("inspector_error") or f"the report comes from {er.get('source')}"
+    er = report.engine
+    if er.source != "engine_inspector":
+        why = er.inspector_error or f"the report comes from {er.source}"
         return Check("engine inspector report", "failed", why)
-    layers = er.get("layers") or []
+    layers = er.layers or ()
     if not layers:
         return Check("engine inspector report", "failed", "the inspector listed no layers")
-    unknown = [x for x in layers if not x.get("precision")]
+    unknown = [x for x in layers if not x.precision]
     if unknown:
         ex = unknown[0]
         return Check("engine inspector report", "failed",
-                     f"{len(unknown)} of {len(layers)} layers without a precision; e.g. {ex.get('name')!r} "
-                     f"({ex.get('type')}): {ex.get('unparsed_output_types') or ex.get('output_types')}")
+                     f"{len(unknown)} of {len(layers)} layers without a precision; e.g. {ex.name!r} "
+                     f"({ex.type}): {ex.unparsed_output_types or ex.output_types}")
     return Check("engine inspector report", "passed",
-                 f"{len(layers)} layers, precisions {er.get('precisions')}")
+                 f"{len(layers)} layers, precisions {er.precisions}")
 
 
-def check_clock(receipts: dict[str, dict[str, Any]]) -> Check:
+def check_clock(receipts: Receipts) -> Check:
     found = [(c, r) for c, r in rows(receipts)
-             if c.startswith(DEVICE_CONTRACTS) and r.get("status") != "failed"]
+             if c.startswith(DEVICE_CONTRACTS) and r.status != "failed"]
     if not found:
         return Check("device clock cross-check", "not_run", "no device-clock result")
-    host = [(c, r) for c, r in found if r.get("clock_used") != "device"]
+    host = [(c, r) for c, r in found if r.clock_used != "device"]
     if host:
         c, r = host[0]
         return Check("device clock cross-check", "failed",
-                     f"{r.get('case')} [{c}] used the {r.get('clock_used')} clock: {r.get('clock_note')}")
-    bad = [(c, r) for c, r in found if (r.get("clock_cross_check") or {}).get("violations")]
+                     f"{r.case} [{c}] used the {r.clock_used} clock: {r.clock_note}")
+    bad = [(c, r, r.clock_cross_check) for c, r in found
+           if r.clock_cross_check is not None and r.clock_cross_check.violations]
     if bad:
-        c, r = bad[0]
-        x = r["clock_cross_check"]
+        c, r, x = bad[0]
         return Check("device clock cross-check", "failed",
-                     f"{r.get('case')} [{c}]: {x['violations']} of {x.get('samples')} samples exceed the "
-                     f"host span {x.get('host_span')}")
+                     f"{r.case} [{c}]: {x.violations} of {x.samples} samples exceed the "
+                     f"host span {x.host_span}")
     return Check("device clock cross-check", "passed", f"{len(found)} results, no violation")
 
 
-def p50s(receipts: dict[str, dict[str, Any]], contract: str) -> dict[str, int]:
+def p50s(receipts: Receipts, contract: str) -> dict[str, int]:
     """Case → p50 (ns) of the contract's results that did not fail."""
-    return {r["case"]: r["summary"]["p50_ns"] for r in receipts.get(contract, {}).get("results", [])
-            if r.get("status") != "failed" and (r.get("summary") or {}).get("p50_ns") is not None}
+    results = receipts[contract].results if contract in receipts else ()
+    return {r.case: r.summary.p50_ns for r in results
+            if r.status != "failed" and r.summary.p50_ns is not None}
 
 
-def check_region_order(receipts: dict[str, dict[str, Any]]) -> Check:
+def check_region_order(receipts: Receipts) -> Check:
     """model_io_wall (h2d..d2h) must be shorter than the public call that contains it."""
     inner, outer = p50s(receipts, "model_io_wall"), p50s(receipts, "public_task_call_wall")
     cases = sorted(set(inner) & set(outer))
@@ -162,55 +173,60 @@ def check_region_order(receipts: dict[str, dict[str, Any]]) -> Check:
                  ", ".join(f"{c} {inner[c] / 1e6:.3f} < {outer[c] / 1e6:.3f} ms" for c in cases))
 
 
-def check_tf32(report: dict[str, Any]) -> Check:
+def check_tf32(report: TensorRTFacts) -> Check:
     """TF32 off in the float32 matmuls and convolutions of a float32 build (the builder flag, read
     back); on only where the option asked for it."""
     name = "TF32 off for float32"
-    rec = report.get("tf32")
-    if not isinstance(rec, dict) or rec.get("matmul") is None or rec.get("conv") is None:
+    rec = report.tf32
+    if rec is None or rec.matmul is None or rec.conv is None:
         return Check(name, "failed", "the report does not say whether TF32 was on in matmuls and "
                                      "convolutions")
-    on = [what for what in ("matmul", "conv") if rec[what] == "tf32"]
+    on = [what for what, value in (("matmul", rec.matmul), ("conv", rec.conv)) if value == "tf32"]
     if not on:
-        return Check(name, "passed", f"off in matmuls and convolutions ({rec.get('source')}): true float32")
-    if (report.get("options") or {}).get("tf32"):
+        return Check(name, "passed", f"off in matmuls and convolutions ({rec.source}): true float32")
+    if report.asked_tf32:
         return Check(name, "warning", f"on in {', '.join(on)}, as option tf32=true asked: float32 results "
                                       "are not like for like with true-float32 runners")
-    return Check(name, "failed", f"on in {', '.join(on)}, not asked for: {rec.get('note')}")
+    return Check(name, "failed", f"on in {', '.join(on)}, not asked for: {rec.note}")
 
 
-def check_preparation(report: dict[str, Any], flavour: str, dtype: str = "float32") -> list[Check]:
+def _runtime_cache(report: TensorRTFacts) -> Check:
+    rc = report.runtime_cache
+    ok = rc.enabled and (rc.saved_bytes or 0) > 0
+    loaded = rc.loaded_bytes if rc.loaded_bytes is not None or "loaded_bytes" in rc.nulls else 0
+    return Check("RTX runtime cache", "passed" if ok else "failed",
+                 f"loaded {loaded} bytes (found: {rc.found}), saved "
+                 f"{rc.saved_bytes} bytes" if rc.enabled else str(rc.why))
+
+
+def check_preparation(report: TensorRTFacts, flavour: str, dtype: str = "float32") -> list[Check]:
     """jit_warmup timed as a phase, RTX's runtime cache, CUDA graphs, the layer profile, and
     TF32 off for a float32 model."""
     out = [check_tf32(report)] if dtype == "float32" else []
-    prep = report.get("prepare_s") or {}
+    prep = report.prepare_s if isinstance(report.prepare_s, Mapping) else {}
     out.append(Check("jit_warmup is a timed preparation phase",
                      "passed" if "jit_warmup" in prep else "failed",
                      f"{prep['jit_warmup']:.3f} s" if "jit_warmup" in prep else "no jit_warmup phase"))
     if flavour == "tensorrt_rtx":
-        rc = (report.get("runtime") or {}).get("runtime_cache") or {}
-        ok = rc.get("enabled") and rc.get("saved_bytes", 0) > 0
-        out.append(Check("RTX runtime cache", "passed" if ok else "failed",
-                         f"loaded {rc.get('loaded_bytes', 0)} bytes (found: {rc.get('found')}), saved "
-                         f"{rc.get('saved_bytes')} bytes" if rc.get("enabled") else str(rc.get("why"))))
-    g = report.get("cuda_graphs") or {}
-    if g.get("warnings"):
-        out.append(Check("CUDA graphs", "warning", "; ".join(g["warnings"])))
+        out.append(_runtime_cache(report))
+    g = report.graphs
+    if g.warnings:
+        out.append(Check("CUDA graphs", "warning", "; ".join(g.warnings)))
     else:
-        how = f"; {g['used_how']}" if g.get("used_how") else ""
-        out.append(Check("CUDA graphs", "passed", f"{g.get('used')} ({g.get('why')}){how}"))
-    lp = report.get("layer_profile") or {}
-    if lp.get("error") or not lp.get("runs"):
-        out.append(Check("per-layer profile (diagnostic)", "warning", str(lp.get("error") or "no profile")))
+        how = f"; {g.used_how}" if g.used_how else ""
+        out.append(Check("CUDA graphs", "passed", f"{g.used} ({g.why}){how}"))
+    lp = report.profile
+    if lp.error or not lp.runs:
+        out.append(Check("per-layer profile (diagnostic)", "warning", str(lp.error or "no profile")))
     else:
-        top = (lp.get("top_layers") or [{}])[0]
+        top = lp.top
         out.append(Check("per-layer profile (diagnostic)", "passed",
-                         f"{lp['layers_timed']} layers over {lp['runs']} runs, median total "
-                         f"{lp['total_ms_median']:.3f} ms; top {top.get('name')} ({top.get('precision')})"))
+                         f"{lp.layers_timed} layers over {lp.runs} runs, median total "
+                         f"{lp.total_ms_median:.3f} ms; top {top.name} ({top.precision})"))
     return out
 
 
-def check_timing(receipts: dict[str, dict[str, Any]], report: dict[str, Any]) -> Check:
+def check_timing(receipts: Receipts, report: TensorRTFacts) -> Check:
     """``device_compute`` p50 within TIMING_RANGE of TensorRT's own per-layer total, for an engine
     that computes something the device clock can resolve: a region that brackets no work, or an
     engine that does none, fails."""
@@ -218,20 +234,21 @@ def check_timing(receipts: dict[str, dict[str, Any]], report: dict[str, Any]) ->
     compute = p50s(receipts, "device_compute")
     if not compute:
         return Check(name, "not_run", "no device_compute result")
-    arithmetic = sorted(set((report.get("network") or {}).get("layer_types") or {}) - DATA_MOVEMENT)
+    layer_types = report.layer_types
+    arithmetic = sorted(set(layer_types) - DATA_MOVEMENT)
     if not arithmetic:
-        types = ", ".join((report.get("network") or {}).get("layer_types") or {}) or "none"
+        types = ", ".join(layer_types) or "none"
         return Check(name, "failed", f"the network computes nothing (layer types: {types}): a null-work "
                                      "engine, whose times say nothing about the runner")
-    lp = report.get("layer_profile") or {}
-    total = lp.get("total_ms_median")
-    if lp.get("error") or not lp.get("layers_timed") or not isinstance(total, int | float):
+    lp = report.profile
+    total = lp.total_ms_median
+    if lp.error or not lp.layers_timed or not isinstance(total, int | float):
         return Check(name, "failed", "no per-layer profile to hold the device clock against: "
-                                     f"{lp.get('error') or 'TensorRT timed no layer'}")
+                                     f"{lp.error or 'TensorRT timed no layer'}")
     total_ns = total * 1e6
-    cal = (receipts.get("device_compute") or {}).get("calibration") or {}
-    floor = (cal.get("floors") or {}).get("device")
-    multiple = cal.get("floor_multiple") or 3.0
+    cal = receipts["device_compute"].calibration
+    floor = cal.floor("device")
+    multiple = cal.floor_multiple or 3.0
     if isinstance(floor, int | float) and total_ns < multiple * floor:
         return Check(name, "failed", f"TensorRT's layers total {total_ns / 1e3:.1f} µs, under {multiple:g}× "
                                      f"the device clock's floor ({floor / 1e3:.1f} µs): too little work to "
@@ -246,19 +263,19 @@ def check_timing(receipts: dict[str, dict[str, Any]], report: dict[str, Any]) ->
     return Check(name, "passed", detail)
 
 
-def check_dynamic(report: dict[str, Any], flavour: str) -> Check:
+def check_dynamic(report: TensorRTFacts, flavour: str) -> Check:
     """A dynamic-shape engine: its profile, every declared shape warmed before sampling, and for
     RTX shape-specialized kernels compiled eagerly (never in the background during samples)."""
     name = "dynamic shapes"
-    profiles = ((report.get("build") or {}).get("options") or {}).get("optimization_profiles") or []
+    profiles = report.profiles
     if not profiles:
         return Check(name, "failed", "the engine has no optimization profile: the shapes were fixed")
-    shapes = (report.get("jit_warmup") or {}).get("shapes") or []
+    shapes = report.warmed_shapes
     if len(shapes) < 2:
         return Check(name, "failed", f"jit_warmup ran {len(shapes)} shape(s); every declared shape must be")
     detail = f"{len(profiles)} dynamic input(s), {len(shapes)} shapes warmed"
     if flavour == "tensorrt_rtx":
-        strategy = (report.get("runtime") or {}).get("dynamic_shapes_kernel_specialization_strategy")
+        strategy = report.runtime_settings.dynamic_shapes_kernel_specialization_strategy
         if strategy != "EAGER":
             return Check(name, "failed", f"shape specialization {strategy}, not EAGER: kernels may compile "
                                          "in the background while samples run")
@@ -266,24 +283,24 @@ def check_dynamic(report: dict[str, Any], flavour: str) -> Check:
     return Check(name, "passed", detail)
 
 
-def check_no_graphs(report: dict[str, Any]) -> Check:
+def check_no_graphs(report: TensorRTFacts) -> Check:
     """A contract with ``cuda_graphs = false``: no CUDA graph of either kind, recorded."""
     name = "CUDA graphs off under cuda_graphs = false"
-    g = report.get("cuda_graphs") or {}
-    allowed = (report.get("policy_applied") or {}).get("cuda_graphs_allowed")
-    if allowed is not False or g.get("mode") != "off" or g.get("used") != "off":
-        return Check(name, "failed", f"policy allowed {allowed}, plan {g.get('mode')}, used {g.get('used')}")
-    strategy = (report.get("runtime") or {}).get("cuda_graph_strategy")
-    return Check(name, "passed", f"plan off ({g.get('why')})"
+    g = report.graphs
+    allowed = report.policy_applied.cuda_graphs_allowed if report.policy_applied is not None else None
+    if allowed is not False or g.mode != "off" or g.used != "off":
+        return Check(name, "failed", f"policy allowed {allowed}, plan {g.mode}, used {g.used}")
+    strategy = report.runtime_settings.cuda_graph_strategy
+    return Check(name, "passed", f"plan off ({g.why})"
                  + (f", RTX cuda_graph_strategy {strategy}" if strategy else ""))
 
 
-def check_run(receipts: dict[str, dict[str, Any]], flavour: str, kind: str = "fixed",
+def check_run(receipts: Receipts, flavour: str, kind: str = "fixed",
               dtype: str = "float32") -> tuple[bool, str, list[Check]]:
     """(executed, why not, checks) of one run's receipts (``kind``: fixed, dynamic, no_graphs)."""
     report = runner_report(receipts)
     checks = [check_build(report)]
-    unavailable = report.get("unavailable")
+    unavailable = report.unavailable
     if unavailable:
         checks.append(Check("execution checks", "not_run", ", ".join(EXECUTION_CHECKS[kind])
                             + " (they need the engine to run)"))

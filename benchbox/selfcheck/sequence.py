@@ -13,10 +13,13 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchbox.errors import FieldError
 from benchbox.selfcheck.checks import Check, check_run, runner_report
+
+if TYPE_CHECKING:
+    from benchbox.selfcheck.facts import TensorRTFacts
 
 #: exit codes of ``benchbox selfcheck``
 EXIT_PASSED = 0       # executed, every check passed (warnings allowed)
@@ -207,7 +210,7 @@ def _check_config(cfg: SelfCheckConfig) -> None:
 
 
 def _one_run(cfg: SelfCheckConfig, flavour: str, plan: RunPlan, out_dir: Path,
-             progress: Progress) -> tuple[CheckedRun, dict[str, Any], str | None]:
+             progress: Progress) -> tuple[CheckedRun, TensorRTFacts, str | None]:
     """Run ``plan`` for ``flavour``; check it (trtexec beside a fixed-shape run's throughput)."""
     from benchbox.run import RunConfig, run
     from benchbox.selfcheck import trtexec
@@ -219,11 +222,11 @@ def _one_run(cfg: SelfCheckConfig, flavour: str, plan: RunPlan, out_dir: Path,
         out=out_dir / f"selfcheck-{flavour}-{plan.tag}.json", task_options=dict(plan.task_options),
         runner_options={cfg.runner: {"flavour": flavour}},
         command=("benchbox", "selfcheck", "--flavour", flavour, "--dtype", plan.dtype)), progress=progress)
-    receipts = {o.receipt.contract.name: o.receipt.to_json() for o in outcome.all}
+    receipts = {o.receipt.contract.name: o.receipt for o in outcome.all}
     executed, reason, checks = check_run(receipts, flavour, plan.kind, plan.dtype)
     report = runner_report(receipts)
     if executed and plan.kind == "fixed":
-        checks.append(trtexec.compare(receipts, report, str(report.get("flavour") or flavour), cfg.device,
+        checks.append(trtexec.compare(receipts, report, str(report.flavour or flavour), cfg.device,
                                       out_dir / f"trtexec-{flavour}-{plan.tag}.log"))
     gpu = outcome.all[0].receipt.environment.gpu_name if outcome.all else None
     return (CheckedRun(plan, executed, reason, tuple(o.path for o in outcome.all), tuple(checks)),
@@ -249,8 +252,8 @@ def run_selfcheck(cfg: SelfCheckConfig, progress: Progress = lambda s: None) -> 
             checked, report, seen = _one_run(cfg, flavour, plan, out_dir, progress)
             runs.append(checked)
             gpu = seen or gpu
-            version = version or report.get("flavour_version")
-            name = str(report.get("flavour") or name)
+            version = version or report.flavour_version
+            name = str(report.flavour or name)
         outcomes.append(FlavourOutcome(name, version, tuple(runs)))
     verdict = out_dir / "verdict.txt"
     result = SelfCheckResult(cfg, tuple(outcomes), out_dir, verdict, gpu, tuple(notes))

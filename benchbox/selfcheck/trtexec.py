@@ -14,10 +14,14 @@ import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchbox.errors import last_line
 from benchbox.selfcheck.checks import Check, p50s
+
+if TYPE_CHECKING:
+    from benchbox.selfcheck.checks import Receipts
+    from benchbox.selfcheck.facts import TensorRTFacts
 
 #: device_throughput p50 / trtexec's GPU compute median outside this range is flagged
 AGREEMENT = (0.7, 1.3)
@@ -45,7 +49,7 @@ def command(trtexec: str, engine: Path, device: str) -> list[str]:
             "--warmUp=500", "--duration=3", f"--device={index}"]
 
 
-def compare(receipts: dict[str, dict[str, Any]], report: dict[str, Any], flavour: str, device: str,
+def compare(receipts: Receipts, report: TensorRTFacts, flavour: str, device: str,
             log_path: Path, which: Callable[[str], str | None] = shutil.which,
             runner: Callable[..., Any] = subprocess.run) -> Check:
     """Run trtexec on the runner's engine (when it can) and set its median beside device_throughput."""
@@ -54,7 +58,7 @@ def compare(receipts: dict[str, dict[str, Any]], report: dict[str, Any], flavour
         return Check(NAME, "not_run", "trtexec is not on PATH")
     if flavour != "tensorrt":
         return Check(NAME, "not_run", f"trtexec runs full TensorRT engines; this one is {flavour}'s")
-    engine = Path(str(((report.get("build") or {}).get("cache") or {}).get("path") or ""))
+    engine = Path(report.engine_path)
     throughput = p50s(receipts, "device_throughput")
     if not engine.is_file() or not throughput:
         why = "no device_throughput result" if engine.is_file() else "the engine is not in the engine cache"

@@ -18,7 +18,7 @@ MATRIX_CELL = "matrix_cell"
 
 def labels_of(receipt: Receipt) -> dict[str, str]:
     """``settings.labels`` as strings (empty when the receipt has none)."""
-    labels = (receipt.settings or {}).get("labels")
+    labels = receipt.settings.labels if receipt.settings is not None else None
     if not isinstance(labels, dict):
         return {}
     return {str(k): str(v) for k, v in labels.items()}
@@ -46,15 +46,15 @@ def _ci(ci: tuple[int, int] | None) -> tuple[int | None, int | None]:
 def receipt_facts(identity: str, receipt: Receipt, file_sha256: str | None = None) -> dict[str, Any]:
     """The receipts-table row of one loaded receipt (``file_sha256``: of the stored file's bytes)."""
     task, contract, env = receipt.task, receipt.contract, receipt.environment
-    git = env.get("git") or {}
+    commit, dirty = (env.git.commit, env.git.dirty) if env.git is not None else (None, None)
     labels = labels_of(receipt)
     return {
         "identity": identity,
         "path": f"{RECEIPTS_DIR}/{identity}.json",
         "created_at": receipt.created_at,
         "created": parse_time(receipt.created_at),
-        "commit": git.get("commit") if isinstance(git.get("commit"), str) else None,
-        "dirty": git.get("dirty") if isinstance(git.get("dirty"), bool) else None,
+        "commit": commit if isinstance(commit, str) else None,
+        "dirty": dirty if isinstance(dirty, bool) else None,
         "task": task.name,
         "size": task.size,
         "dtype": task.dtype,
@@ -64,7 +64,7 @@ def receipt_facts(identity: str, receipt: Receipt, file_sha256: str | None = Non
         "contract_hash": contract.hash,
         "clock": contract.clock,
         "device": receipt.device_label,
-        "hostname": str(env.get("hostname") or "") or None,
+        "hostname": str(env.hostname or "") or None,
         "benchbox_version": receipt.benchbox_version,
         "complete": receipt.is_complete,
         "interrupted": receipt.interrupted is True,

@@ -11,6 +11,7 @@ not installed here: a stand-in script on PATH prints output in trtexec's format.
 from __future__ import annotations
 
 import copy
+import json
 import os
 import stat
 import sys
@@ -21,9 +22,15 @@ import numpy as np
 import pytest
 
 from benchbox import selfcheck as sc
+from benchbox import stats
 from benchbox.errors import UsageError
+from benchbox.receipts.model import Receipt, decode_receipt
 from benchbox.selfcheck import trtexec
+from benchbox.selfcheck.facts import TensorRTFacts
 from benchbox.tasks import Case, Task
+from tests.support import GOLDEN
+
+GOLDEN_DOC = json.loads(GOLDEN.read_text())
 
 #: the device clock's floor and multiple, as a calibration records them
 CALIBRATION = {"floors": {"host": 30_000, "device": 4_000}, "floor_multiple": 3.0}
@@ -54,7 +61,40 @@ REPORT: dict[str, Any] = {
 }
 
 
-def receipts(report: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+def _typed_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A whole result row around the given fields: samples all at the given p50, stats from them."""
+    out = {k: v for k, v in copy.deepcopy(GOLDEN_DOC["results"][0]).items()
+           if k not in ("load", "stop_reason", "steady_state", "clock_cross_check", "process_probe_ns")}
+    out.update({"runner": "tensorrt", "reasons": [], "accuracy": None, "clock_used": "host",
+                **copy.deepcopy(row)})
+    summary = row.get("summary") or {"n": 0}
+    samples = [summary["p50_ns"]] * summary["n"] if summary.get("p50_ns") is not None else []
+    out.update(samples_ns=samples, round_sizes=[len(samples)], round_process=[0], stages_ns={},
+               summary=stats.summarize(samples) if samples else {"n": 0})
+    return out
+
+
+def typed(docs: dict[str, dict[str, Any]]) -> dict[str, Receipt]:
+    """The constructed receipts as a run leaves them: whole, through the decoder."""
+    out = {}
+    for name, doc in docs.items():
+        whole = {**copy.deepcopy(GOLDEN_DOC), "results": [_typed_row(r) for r in doc["results"]]}
+        if "calibration" in doc:
+            whole["calibration"] = copy.deepcopy(doc["calibration"])
+        out[name] = decode_receipt(whole, name)
+    return out
+
+
+def facts(report: dict[str, Any]) -> TensorRTFacts:
+    """A runner report's TensorRT part, decoded as the self-check reads it."""
+    return TensorRTFacts.of(report)
+
+
+def receipts(report: dict[str, Any] | None = None) -> dict[str, Receipt]:
+    return typed(docs(report))
+
+
+def docs(report: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     rep = report or REPORT
     device = {"clock_used": "device", "clock_cross_check": {"violations": 0, "samples": 100,
                                                             "host_span": "h2d..d2h"}}
@@ -82,61 +122,63 @@ def test_a_good_run_passes_every_check() -> None:
 
 
 def test_each_check_fails_on_what_it_guards() -> None:
-    r = receipts()
+    r = docs()
     r["model_io_wall"]["results"][1]["summary"]["p50_ns"] = 2_500_000
-    assert "video: p50 2.500 ms ≥ 2.000 ms" in sc.check_region_order(r).detail
-    assert sc.check_region_order(r).status == "failed"
+    assert "video: p50 2.500 ms ≥ 2.000 ms" in sc.check_region_order(typed(r)).detail
+    assert sc.check_region_order(typed(r)).status == "failed"
 
-    r = receipts()
+    r = docs()
     r["device_span"]["results"][0]["clock_cross_check"]["violations"] = 3
-    assert sc.check_clock(r).status == "failed" and "3 of 100 samples" in sc.check_clock(r).detail
-    r = receipts()
+    check = sc.check_clock(typed(r))
+    assert check.status == "failed" and "3 of 100 samples" in check.detail
+    r = docs()
     r["device_compute"]["results"][0].update(clock_used="host", clock_note="no CUDA device")
-    assert sc.check_clock(r).status == "failed" and "host clock" in sc.check_clock(r).detail
+    assert sc.check_clock(typed(r)).status == "failed" and "host clock" in sc.check_clock(typed(r)).detail
 
-    r = receipts()
+    r = docs()
     r["model_io_wall"]["results"][0]["accuracy"] = {"passed": False, "gates": []}
+    r["model_io_wall"]["results"][0]["status"] = "invalid"
     r["model_io_wall"]["results"][0]["reasons"] = ["accuracy gate prob_max_abs failed: value 0.01"]
-    assert sc.check_accuracy(r).status == "failed"
+    assert sc.check_accuracy(typed(r)).status == "failed"
 
-    r = receipts()
+    r = docs()
     r["device_span"]["results"][1]["status"] = "failed"
-    assert sc.check_executed(r).status == "failed"
+    assert sc.check_executed(typed(r)).status == "failed"
 
     rep = copy.deepcopy(REPORT)
     rep["engine_report"]["layers"][1] = {"name": "b", "type": "gemm", "precision": None,
                                          "unparsed_output_types": ["{'Datatype': 'Float4E2M1'}"]}
-    check = sc.check_inspector(rep)
+    check = sc.check_inspector(facts(rep))
     assert check.status == "failed" and "1 of 2 layers without a precision" in check.detail
     assert "Float4E2M1" in check.detail  # what the parser has to learn, for the bug report
     rep["engine_report"] = {"source": "builder_log", "inspector_error": "RuntimeError: no inspector"}
-    assert sc.check_inspector(rep).detail == "RuntimeError: no inspector"
+    assert sc.check_inspector(facts(rep)).detail == "RuntimeError: no inspector"
 
     rep = copy.deepcopy(REPORT)
     del rep["prepare_s"]["jit_warmup"]
     rep["runtime"]["runtime_cache"]["saved_bytes"] = 0
     rep["cuda_graphs"]["warnings"] = ["CUDA graph capture failed, running without a graph: ..."]
     rep["layer_profile"] = {"error": "RuntimeError: profiler"}
-    got = statuses(sc.check_preparation(rep, "tensorrt_rtx"))
+    got = statuses(sc.check_preparation(facts(rep), "tensorrt_rtx"))
     assert got == {"TF32 off for float32": "passed",
                    "jit_warmup is a timed preparation phase": "failed", "RTX runtime cache": "failed",
                    "CUDA graphs": "warning", "per-layer profile (diagnostic)": "warning"}
-    assert "RTX runtime cache" not in statuses(sc.check_preparation(rep, "tensorrt"))
+    assert "RTX runtime cache" not in statuses(sc.check_preparation(facts(rep), "tensorrt"))
 
 
 def test_tf32_must_be_off_in_matmuls_and_convolutions_for_float32() -> None:
     name = "TF32 off for float32"
     rep = copy.deepcopy(REPORT)
-    assert statuses(sc.check_preparation(rep, "tensorrt_rtx"))[name] == "passed"
+    assert statuses(sc.check_preparation(facts(rep), "tensorrt_rtx"))[name] == "passed"
     rep["tf32"]["conv"] = "tf32"
-    tf32 = {c.name: c for c in sc.check_preparation(rep, "tensorrt_rtx")}[name]
+    tf32 = {c.name: c for c in sc.check_preparation(facts(rep), "tensorrt_rtx")}[name]
     assert tf32.status == "failed" and tf32.detail.startswith("on in conv, not asked for")
     rep["options"] = {"tf32": True}  # asked for: recorded, not like for like with true-float32 runners
-    assert statuses(sc.check_preparation(rep, "tensorrt_rtx"))[name] == "warning"
+    assert statuses(sc.check_preparation(facts(rep), "tensorrt_rtx"))[name] == "warning"
     del rep["tf32"]
-    assert statuses(sc.check_preparation(rep, "tensorrt_rtx"))[name] == "failed"
+    assert statuses(sc.check_preparation(facts(rep), "tensorrt_rtx"))[name] == "failed"
     # a bfloat16 model has no float32 matmuls for TF32 to change: no check
-    assert name not in statuses(sc.check_preparation(rep, "tensorrt_rtx", "bfloat16"))
+    assert name not in statuses(sc.check_preparation(facts(rep), "tensorrt_rtx", "bfloat16"))
 
 
 # -- the timing sanity check ---------------------------------------------------------------------
@@ -144,7 +186,7 @@ def test_tf32_must_be_off_in_matmuls_and_convolutions_for_float32() -> None:
 
 def test_timing_sanity_passes_when_the_device_clock_matches_tensorrts_layer_times_on_recorded_numbers(
         ) -> None:
-    check = sc.check_timing(receipts(), REPORT)
+    check = sc.check_timing(receipts(), facts(REPORT))
     assert check.status == "passed"
     assert check.detail == ("invoice: device_compute p50 180.0 µs is 0.90× TensorRT's per-layer total "
                             "200.0 µs (expected 0.5×..1.5×)")
@@ -154,9 +196,9 @@ def test_timing_sanity_passes_when_the_device_clock_matches_tensorrts_layer_time
                                               (100_000, "passed"), (300_000, "passed"), (301_000, "failed")])
 def test_timing_sanity_fails_a_region_that_brackets_no_work_on_recorded_numbers(p50: int,
                                                                                verdict: str) -> None:
-    r = receipts()
+    r = docs()
     r["device_compute"]["results"][0]["summary"]["p50_ns"] = p50
-    check = sc.check_timing(r, REPORT)
+    check = sc.check_timing(typed(r), facts(REPORT))
     assert check.status == verdict, check.detail
     if verdict == "failed":
         assert check.detail.endswith("the device-clock region does not bracket the engine's work")
@@ -165,11 +207,11 @@ def test_timing_sanity_fails_a_region_that_brackets_no_work_on_recorded_numbers(
 def test_timing_sanity_needs_a_profile_and_resolvable_work_on_recorded_numbers() -> None:
     rep = copy.deepcopy(REPORT)
     rep["layer_profile"] = {"error": "RuntimeError: profiler"}
-    assert sc.check_timing(receipts(rep), rep).status == "failed"
+    assert sc.check_timing(receipts(rep), facts(rep)).status == "failed"
     rep["layer_profile"] = {"runs": 10, "layers_timed": 2, "total_ms_median": 0.010}  # 10 µs < 3 × 4 µs
-    check = sc.check_timing(receipts(rep), rep)
+    check = sc.check_timing(receipts(rep), facts(rep))
     assert check.status == "failed" and "under 3× the device clock's floor (4.0 µs)" in check.detail
-    assert sc.check_timing({}, rep).status == "not_run"
+    assert sc.check_timing({}, facts(rep)).status == "not_run"
 
 
 class NullWork(Task):
@@ -221,7 +263,7 @@ def test_a_null_work_engine_fails_the_timing_sanity_check_built_for_real_with_st
     # stand-in timings that agree with each other: agreement alone must not pass an engine that
     # does no work
     report = {**report, "layer_profile": {"runs": 10, "layers_timed": 1, "total_ms_median": 0.2}}
-    check = sc.check_timing(receipts(report), report)
+    check = sc.check_timing(receipts(report), facts(report))
     assert check.status == "failed"
     assert check.detail.startswith("the network computes nothing (layer types: IDENTITY): a null-work engine")
 
@@ -234,21 +276,21 @@ def test_dynamic_and_no_graph_checks() -> None:
     rep["build"]["options"]["optimization_profiles"] = [{"input": "tokens", "min": [1, 1], "max": [1, 128]}]
     rep["jit_warmup"] = {"calls": 2, "shapes": [{"tokens": [1, 1]}, {"tokens": [1, 128]}]}
     rep["runtime"]["dynamic_shapes_kernel_specialization_strategy"] = "EAGER"
-    assert sc.check_dynamic(rep, "tensorrt_rtx").status == "passed"
+    assert sc.check_dynamic(facts(rep), "tensorrt_rtx").status == "passed"
     rep["runtime"]["dynamic_shapes_kernel_specialization_strategy"] = "LAZY"
-    assert "not EAGER" in sc.check_dynamic(rep, "tensorrt_rtx").detail
-    assert sc.check_dynamic(rep, "tensorrt").status == "passed"  # full TensorRT has no such strategy
+    assert "not EAGER" in sc.check_dynamic(facts(rep), "tensorrt_rtx").detail
+    assert sc.check_dynamic(facts(rep), "tensorrt").status == "passed"  # full TensorRT has no such strategy
     rep["jit_warmup"]["shapes"] = [{"tokens": [1, 128]}]
-    assert sc.check_dynamic(rep, "tensorrt").status == "failed"
+    assert sc.check_dynamic(facts(rep), "tensorrt").status == "failed"
     rep["build"]["options"]["optimization_profiles"] = []
-    assert "no optimization profile" in sc.check_dynamic(rep, "tensorrt").detail
+    assert "no optimization profile" in sc.check_dynamic(facts(rep), "tensorrt").detail
 
     rep = copy.deepcopy(REPORT)
     rep["policy_applied"] = {"cuda_graphs_allowed": False, "changed": []}
     rep["cuda_graphs"] = {"mode": "off", "used": "off", "why": "the contract's policy.cuda_graphs = false"}
-    assert sc.check_no_graphs(rep).status == "passed"
+    assert sc.check_no_graphs(facts(rep)).status == "passed"
     rep["cuda_graphs"]["used"] = "rtx_whole_graph_capture"
-    assert sc.check_no_graphs(rep).status == "failed"
+    assert sc.check_no_graphs(facts(rep)).status == "failed"
     executed, _, checks = sc.check_run(receipts(rep), "tensorrt_rtx", "no_graphs")
     assert executed and statuses(checks)["CUDA graphs off under cuda_graphs = false"] == "failed"
 
@@ -260,12 +302,12 @@ def test_an_unavailable_runner_is_not_executed_and_claims_nothing() -> None:
     rows = {"public_task_call_wall": {"results": [{"case": "invoice", "status": "failed",
                                                    "runner_report": report}]}}
     for kind in ("fixed", "dynamic", "no_graphs"):
-        executed, reason, checks = sc.check_run(rows, "tensorrt_rtx", kind)
+        executed, reason, checks = sc.check_run(typed(rows), "tensorrt_rtx", kind)
         assert not executed and reason == "no CUDA device is visible to torch"
         assert statuses(checks) == {"build (no GPU needed)": "passed", "execution checks": "not_run"}
     broken = {**report, "build_error": "TensorRTBuildError: the engine build failed: out of memory"}
     rows["public_task_call_wall"]["results"][0]["runner_report"] = broken
-    assert statuses(sc.check_run(rows, "tensorrt_rtx")[2])["build (no GPU needed)"] == "failed"
+    assert statuses(sc.check_run(typed(rows), "tensorrt_rtx")[2])["build (no GPU needed)"] == "failed"
 
 
 # -- trtexec ----------------------------------------------------------------------------------------
@@ -309,7 +351,7 @@ def test_trtexec_median_beside_device_throughput_on_a_stand_in_trtexec_script(
     engine = tmp_path / "e.engine"
     engine.write_bytes(b"stand-in engine bytes")
     report = {**REPORT, "flavour": "tensorrt", "build": {"cache": {"path": str(engine)}}}
-    check = trtexec.compare(receipts(report), report, "tensorrt", "cuda:1", tmp_path / "trtexec.log")
+    check = trtexec.compare(receipts(report), facts(report), "tensorrt", "cuda:1", tmp_path / "trtexec.log")
     assert check.status == status, check.detail
     assert (bin_dir / "args").read_text() == (f"--loadEngine={engine} --useCudaGraph --noDataTransfers "
                                               "--useSpinWait --warmUp=500 --duration=3 --device=1")
@@ -325,14 +367,14 @@ def test_trtexec_is_not_run_where_it_cannot_be_on_a_stand_in_trtexec_script(
     engine.write_bytes(b"x")
     report = {**REPORT, "build": {"cache": {"path": str(engine)}}}
     log = tmp_path / "t.log"
-    none = trtexec.compare(receipts(report), report, "tensorrt", "cuda", log, which=lambda name: None)
+    none = trtexec.compare(receipts(report), facts(report), "tensorrt", "cuda", log, which=lambda name: None)
     assert (none.status, none.detail) == ("not_run", "trtexec is not on PATH")
     bin_dir = tmp_path / "bin"
     _stand_in_trtexec(bin_dir, "0.2", exit_code=1)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    rtx = trtexec.compare(receipts(report), report, "tensorrt_rtx", "cuda", log)
+    rtx = trtexec.compare(receipts(report), facts(report), "tensorrt_rtx", "cuda", log)
     assert rtx.status == "not_run" and "full TensorRT engines" in rtx.detail
-    failed = trtexec.compare(receipts(report), report, "tensorrt", "cuda", log)
+    failed = trtexec.compare(receipts(report), facts(report), "tensorrt", "cuda", log)
     assert failed.status == "warning" and failed.detail.startswith("trtexec exited 1")
 
 
