@@ -22,7 +22,7 @@ from benchbox.receipts.record import (
     Status,
 )
 from benchbox.receipts.settings import OverloadBound
-from benchbox.receipts.typed import required, spec
+from benchbox.typed import required, spec
 
 # -- the statistics of a row's samples -------------------------------------------------------
 

@@ -6,10 +6,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from benchbox.receipts.model import Receipt, ResultRow
-from benchbox.receipts.typed import Record
 from benchbox.render.common import ci_ms, contract_label, ms, ratio_ci
 from benchbox.render.common import terminal as _t
 from benchbox.render.table import table, wrapped
+from benchbox.typed import Record
 
 _FALLBACK_WORDS = {"graph_break": "graph break", "recompile": "recompile",
                    "autotune_choice": "autotune pick", "cudagraph_skip": "cudagraph skip",
