@@ -37,8 +37,8 @@ if TYPE_CHECKING:
     from benchbox.receipts.diff import DiffResult
     from benchbox.receipts.model import Receipt
     from benchbox.run.config import RunConfig
+    from benchbox.run.outcome import RunOutcome
     from benchbox.run.progress import Reporter
-    from benchbox.run.sequence import RunOutcome
     from benchbox.runners.base import Runner
     from benchbox.tasks.base import Case, Task
 
@@ -48,7 +48,7 @@ _LAZY = {
     "Contract": "benchbox.contracts", "load_contract": "benchbox.contracts", "UsageError": "benchbox.errors",
     "DiffResult": "benchbox.receipts.diff", "Receipt": "benchbox.receipts.model",
     "RunConfig": "benchbox.run.config", "Reporter": "benchbox.run.progress",
-    "RunOutcome": "benchbox.run.sequence", "Runner": "benchbox.runners.base",
+    "RunOutcome": "benchbox.run.outcome", "Runner": "benchbox.runners.base",
     "Case": "benchbox.tasks.base", "Task": "benchbox.tasks.base",
 }
 

@@ -1,23 +1,44 @@
 """Errors that the CLI turns into one line and an exit code.
 
 Library messages name configuration fields, never command-line flags: a :class:`FieldError`
-leads with its field (``samples: must be ≥ 1``), and a setting a message suggests is written
-``field=value`` (``accept=incomplete``). The command line shows both under their flags
-(``--samples: must be ≥ 1``, ``--accept incomplete``).
+leads with its field (``samples: must be ≥ 1``), and a setting a message suggests is a
+:class:`Setting`, written ``field=value`` (``accept=incomplete``) and listed in the error's
+``settings``. The command line shows both under their flags (``--samples: must be ≥ 1``,
+``--accept incomplete``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 
+@dataclass(frozen=True)
+class Setting:
+    """A setting a message suggests: ``field=value`` in the library's wording; the command line
+    shows it under the flag that sets the field (``--flag value``)."""
+
+    field: str
+    value: str
+
+    def __str__(self) -> str:
+        return f"{self.field}={self.value}"
+
+
 class BenchboxError(Exception):
-    """An error with a one-line message and the exit code the CLI should use."""
+    """An error with a one-line message and the exit code the CLI should use; ``settings``: the
+    settings its message names."""
 
     exit_code = 1
     #: receipts whose results no write reached (all writes failed): the command line shows them
     #: as tables before the error's line, the only place they then exist
     unsaved: tuple[Any, ...] = ()
+    settings: tuple[Setting, ...] = ()
+
+    def __init__(self, *args: Any, settings: Sequence[Setting] = ()) -> None:
+        super().__init__(*args)
+        self.settings = tuple(settings)
 
 
 class UsageError(BenchboxError):
@@ -60,8 +81,8 @@ def error_line(e: BaseException, limit: int = 500) -> str:
 class FieldError(UsageError):
     """A configuration value is unusable; ``field`` names it (the CLI shows its flag instead)."""
 
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
+    def __init__(self, field: str, message: str, settings: Sequence[Setting] = ()) -> None:
+        super().__init__(f"{field}: {message}", settings=settings)
         self.field = field
         self.message = message
 

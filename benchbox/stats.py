@@ -203,28 +203,35 @@ def unsettled_text(shift: float, first_p50_ns: Any, second_p50_ns: Any) -> str:
             "more warm-up may be needed")
 
 
-def flags(reasons: Sequence[str]) -> tuple[str, ...]:
-    """The flags (``noisy``, ``unsettled``) that :func:`caveats` recorded among a row's reasons."""
-    return tuple(f for f, start in FLAG_REASONS.items() if any(r.startswith(start) for r in reasons))
-
-
-def caveats(summary: dict[str, Any], steady: dict[str, Any] | None = None,
-            cv_limit: float = NOISE_CV, outlier_limit: float = NOISE_OUTLIER_FRACTION) -> list[str]:
-    """Reasons to read a result with care: unresolved intervals, noise, an unsettled run."""
+def flagged_caveats(summary: dict[str, Any], steady: dict[str, Any] | None = None,
+                    cv_limit: float = NOISE_CV, outlier_limit: float = NOISE_OUTLIER_FRACTION
+                    ) -> tuple[list[str], tuple[str, ...]]:
+    """Reasons to read a result with care (unresolved intervals, noise, an unsettled run) and
+    the flags they raise: ``noisy`` and/or ``unsettled``, in the order of :data:`FLAG_REASONS`."""
     out = list(summary.get("unresolved", []))
+    raised = set()
     nz = summary.get("noise") or {}
     n = summary.get("n", 0)
     noise = FLAG_REASONS["noisy"]
     if nz.get("cv") is not None and nz["cv"] > cv_limit:
         out.append(f"{noise} coefficient of variation {nz['cv']:.1%} exceeds {cv_limit:.0%}")
+        raised.add("noisy")
     o = nz.get("outliers")
     if o and n and (o["low"] + o["high"]) / n > outlier_limit:
         out.append(f"{noise} {o['low'] + o['high']} of {n} samples are Tukey outliers "
                    f"(over {outlier_limit:.0%})")
+        raised.add("noisy")
     if steady and steady.get("settled") is False:
         why = unsettled_text(steady["shift"], steady["first_half_p50_ns"], steady["second_half_p50_ns"])
         out.append(f"{FLAG_REASONS['unsettled']} {why}")
-    return out
+        raised.add("unsettled")
+    return out, tuple(f for f in FLAG_REASONS if f in raised)
+
+
+def caveats(summary: dict[str, Any], steady: dict[str, Any] | None = None,
+            cv_limit: float = NOISE_CV, outlier_limit: float = NOISE_OUTLIER_FRACTION) -> list[str]:
+    """Reasons to read a result with care: unresolved intervals, noise, an unsettled run."""
+    return flagged_caveats(summary, steady, cv_limit, outlier_limit)[0]
 
 
 # --- comparisons: Holm's step-down correction over a family of tests ---

@@ -85,6 +85,12 @@ def required(*, description: str = "") -> Any:
     return dataclasses.field(metadata={"optional": False, "description": description})
 
 
+def derived(*, default: Any) -> Any:
+    """A field the record holds but its document does not (never read, written or described):
+    set by the code that builds the record, and by its ``derive`` when it is decoded."""
+    return dataclasses.field(default=default, metadata={"derived": True})
+
+
 class Record:
     """Base of the typed records. Subclasses are frozen dataclasses.
 
@@ -103,6 +109,10 @@ class Record:
 
     def check(self, raw: Mapping[str, Any], fail: typing.Callable[[str], None]) -> None:
         """Rules across fields (``raw``: the object as written); ``fail(message)`` refuses it."""
+
+    def derive(self) -> Any:
+        """The record as decoded, its ``derived`` fields set from the document's (default: itself)."""
+        return self
 
     def to_json(self) -> dict[str, Any]:
         return encode(self)
@@ -130,7 +140,8 @@ _BOOKKEEPING = ("extra", "nulls", "order")
 
 def _fields(cls: type) -> list[tuple[dataclasses.Field[Any], Any]]:
     hints = _hints(cls)
-    return [(f, hints[f.name]) for f in dataclasses.fields(cls) if f.name not in _BOOKKEEPING]
+    return [(f, hints[f.name]) for f in dataclasses.fields(cls)
+            if f.name not in _BOOKKEEPING and not f.metadata.get("derived")]
 
 
 @cache
@@ -328,7 +339,7 @@ def _decode_record(cls: type[Record], value: Any, path: str) -> Record:
         raise _Invalid(path, message)
 
     record.check(value, fail)
-    return record
+    return record.derive()
 
 
 @cache

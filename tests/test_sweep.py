@@ -239,7 +239,8 @@ def test_a_flagged_point_gets_its_flag_marker_and_busy_waits_are_hollow(swept: P
         """The receipt with its rows' noise/unsettled flags (as this machine gave them) replaced."""
         rows = tuple(dataclasses.replace(r, reasons=tuple(x for x in r.reasons  # type: ignore[attr-defined]
                                                           if not x.startswith(("noise:", "unsettled:")))
-                                         + reasons) for r in rec.results)  # type: ignore[attr-defined]
+                                         + reasons).derive()  # its flags as a receipt of them loads
+                     for r in rec.results)  # type: ignore[attr-defined]
         return dataclasses.replace(rec, results=rows)
 
     receipts = [with_reasons(load_receipt(p), ()) for p in paths]

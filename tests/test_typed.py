@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from benchbox.errors import UsageError
-from benchbox.typed import Declared, Record, decode, encode, json_schema, required, spec
+from benchbox.typed import Declared, Record, decode, derived, encode, json_schema, required, spec
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,3 +50,21 @@ def test_the_schema_of_a_declared_record_is_closed_and_an_open_one_is_not() -> N
     assert schema["additionalProperties"] is False
     assert schema["$defs"]["Inner"]["additionalProperties"] is False
     assert "additionalProperties" not in json_schema(Open)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Counted(Open):
+    """A record with a field its document does not hold: derived, on decoding, from one it does."""
+
+    length: int = derived(default=0)
+
+    def derive(self) -> Counted:
+        return Counted(name=self.name, extra=self.extra, nulls=self.nulls, length=len(self.name))
+
+
+def test_a_derived_field_is_set_on_decoding_but_never_read_written_or_described() -> None:
+    got = decode(Counted, {"name": "abc", "length": 99}, "f.json")
+    assert got.length == 3 and got.extra == {"length": 99}  # a key of that name is the document's own
+    assert encode(Counted(name="ab", length=5)) == {"name": "ab"}
+    assert encode(got) == {"name": "abc", "length": 99}
+    assert set(json_schema(Counted)["properties"]) == {"name"}

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, NoReturn
 
 import click
 
 from benchbox import __version__
-from benchbox.errors import BenchboxError, FieldError, UsageError
+from benchbox.errors import BenchboxError, FieldError, Setting, UsageError
 
 
 def _flags(command: str | None) -> dict[str, str]:
@@ -34,14 +33,14 @@ def _flags(command: str | None) -> dict[str, str]:
     return found
 
 
-def _flagged(text: str, command: str | None) -> str:
-    """Library wording in the command's terms: a setting written ``field=value`` (see
-    :mod:`benchbox.errors`) becomes ``--flag value`` for the fields the command has a flag for."""
+def _flagged(text: str, settings: Iterable[Setting], command: str | None) -> str:
+    """Library wording in the command's terms: each setting ``text`` names (``field=value``, see
+    :mod:`benchbox.errors`) becomes ``--flag value`` where the command has a flag for the field."""
     flags = _flags(command)
-    if not flags or "=" not in text:
-        return text
-    names = "|".join(re.escape(f) for f in sorted(flags, key=len, reverse=True))
-    return re.sub(rf"(?<![\w.=-])({names})=(?=\S)", lambda m: f"{flags[m[1]]} ", text)
+    for s in settings:
+        if s.field in flags:
+            text = text.replace(str(s), f"{flags[s.field]} {s.value}")
+    return text
 
 
 def _echo(text: Any = "", err: bool = False) -> None:
@@ -72,7 +71,7 @@ def _fail(e: BenchboxError, command: str | None = None) -> NoReturn:
     if isinstance(e, FieldError):
         flag = _flags(command).get(e.field)
         message = f"{flag or e.field}: {e.message}"
-    _echo(prefix + _one_line(_flagged(message, command)), err=True)
+    _echo(prefix + _one_line(_flagged(message, e.settings, command)), err=True)
     sys.exit(e.exit_code)
 
 

@@ -246,12 +246,18 @@ def runners(device: str, fmt: str) -> None:
     """List runners and whether each can run here (and if not, why)."""
     from benchbox.render.data import dumps, runners_data
     from benchbox.render.table import table
-    from benchbox.runners import RUNNERS, availability
+    from benchbox.runners import RUNNERS, availability, runner_class
 
     reasons = {name: availability(name, device) for name in RUNNERS}
     if fmt == "json":
         click.echo(dumps(runners_data(device, reasons)))
         return
-    _echo(table(["runner", f"on {device}"], [(n, _flagged(r, "runners") if r else "ready")
-                                             for n, r in reasons.items()],
+
+    def shown(name: str, reason: str) -> str:  # a runner that cannot be imported suggests nothing
+        try:
+            return _flagged(reason, runner_class(name).SUGGESTS, "runners")
+        except ImportError:
+            return reason
+
+    _echo(table(["runner", f"on {device}"], [(n, shown(n, r) if r else "ready") for n, r in reasons.items()],
                      wrap=(f"on {device}",)))

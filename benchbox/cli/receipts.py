@@ -82,8 +82,9 @@ def _diff_in_flags(result: Any) -> Any:
     """A diff whose row reasons and notes name flags (``--accept cpu``) where the library names
     fields."""
 
-    rows = tuple(dataclasses.replace(r, reason=_flagged(r.reason, "diff")) for r in result.rows)
-    return dataclasses.replace(result, rows=rows, notes=tuple(_flagged(n, "diff") for n in result.notes))
+    rows = tuple(dataclasses.replace(r, reason=_flagged(r.reason, r.settings, "diff")) for r in result.rows)
+    return dataclasses.replace(result, rows=rows,
+                               notes=tuple(_flagged(n, result.settings, "diff") for n in result.notes))
 
 
 @main.command()
@@ -120,7 +121,7 @@ def diff(base: Path, head: Path, threshold: str, metric: str, accept: tuple[str,
         result = api.diff(base, head, threshold=_threshold(threshold), metric=metric, alpha=alpha,
                           accept=accept, drift=fraction(drift, "--drift", "1"))
     except ComparisonRefused as e:
-        _step_summary(render.refused_markdown(_flagged(str(e), "diff")))
+        _step_summary(render.refused_markdown(_flagged(str(e), e.settings, "diff")))
         raise
     shown = {"table": render.diff_table, "markdown": render.diff_markdown, "json": render.diff_json}[fmt]
     people = _diff_in_flags(result)  # for tools (json) the library's wording

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from benchbox.contracts import Arrival
-from benchbox.errors import FieldError, UsageError
+from benchbox.errors import FieldError, Setting, UsageError
 from benchbox.harness.clocks import HostClock
 
 #: Declared overload bounds: a point stops when more requests than this are due but not started,
@@ -87,8 +87,9 @@ class Pacer:
 
     def __init__(self, arrival: Arrival, clock: HostClock, samples: int, bound: LoadBound) -> None:
         if arrival.open_loop and arrival.rate_per_s <= 0:
-            raise UsageError("this contract's Poisson arrivals need a rate: give one at run time "
-                             "(rate_per_s=REQUESTS_PER_S)")
+            rate = Setting("rate_per_s", "REQUESTS_PER_S")
+            raise UsageError(f"this contract's Poisson arrivals need a rate: give one at run time ({rate})",
+                             settings=(rate,))
         self.arrival, self.clock, self.bound = arrival, clock, bound
         self.offsets = (poisson_offsets(arrival.rate_per_s, samples, arrival.seed)
                         if arrival.open_loop else None)

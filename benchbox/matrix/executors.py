@@ -6,7 +6,7 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from benchbox.errors import FieldError, MissingExtraError, UsageError, error_line
+from benchbox.errors import FieldError, MissingExtraError, Setting, UsageError, error_line
 from benchbox.matrix.cell import CellJob, CellRun, execute
 
 OnDone = Callable[[CellJob, CellRun], None]
@@ -137,7 +137,8 @@ def make_executor(name: str, address: str | None = None, runtime_env: dict[str, 
                   ) -> LocalExecutor | RayExecutor:
     if name == "local":
         if address is not None:
-            raise FieldError("ray_address", "only with executor=ray")
+            ray = Setting("executor", "ray")
+            raise FieldError("ray_address", f"only with {ray}", settings=(ray,))
         return LocalExecutor()
     if name == "ray":
         return RayExecutor(address, runtime_env)

@@ -25,7 +25,6 @@ from benchbox.plots._axes import (  # noqa: F401 (the figures read them from her
     wide_spread,
 )
 from benchbox.receipts.model import Receipt, ResultRow, Summary
-from benchbox.receipts.row import reason_flags  # noqa: F401 (the figures read it from here)
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -28,7 +28,6 @@ from benchbox.plots._common import (
     caption,
     flag_handles,
     new_figure,
-    reason_flags,
     runner_colour,
     set_log_ticks,
     time_unit,
@@ -63,8 +62,8 @@ class Point:
 
     @property
     def flags(self) -> tuple[str, ...]:
-        """``noisy`` and/or ``unsettled``, from the row's reasons."""
-        return reason_flags(self.row.reasons)
+        """``noisy`` and/or ``unsettled``: the row's flags."""
+        return self.row.flags
 
     @property
     def busy(self) -> bool:

@@ -38,7 +38,7 @@ from benchbox.receipts.model import (
     Summary,
     TaskRecord,
 )
-from benchbox.stats import caveats, steady_state, steady_state_rounds, summarize
+from benchbox.stats import flagged_caveats, steady_state, steady_state_rounds, summarize
 
 REFERENCE = "eager float32 on cpu"
 
@@ -177,14 +177,15 @@ def result_row(contract: Contract, runner: str, case: Any, gates: Sequence[Any],
         assert m.load is not None
         reasons.append(f"overloaded: {m.load.get('overload')}; the latency of these samples grows with "
                        "the run's length, so it is not a property of the runner at this load")
-    reasons += caveats(summary, steady)  # caveats never change the status
+    cav, flags = flagged_caveats(summary, steady)
+    reasons += cav  # caveats never change the status
     if cross and cross["violations"]:
         reasons.append(f"clock cross-check: {cross['violations']} of {cross['samples']} samples have "
                        f"device time above the host span {cross['host_span']}: the accounting is wrong")
     return _base(runner, case, "invalid" if failed or m.overloaded else "valid", reasons, report,
                  accuracy=_accuracy(gates), **_raw(m), summary=Summary.of(summary),
                  clock_used=m.clock_used, clock_note=m.clock_note, warmup=m.warmup,
-                 stop_reason=m.stop_reason, steady_state=SteadyState.of(steady),
+                 stop_reason=m.stop_reason, steady_state=SteadyState.of(steady), flags=flags,
                  clock_cross_check=ClockCrossCheck.of(cross) if cross else None, load=_load(m),
                  nulls=frozenset() if cross else frozenset({"clock_cross_check"}))
 

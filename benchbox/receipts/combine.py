@@ -36,7 +36,7 @@ from benchbox.receipts.model import (
     Summary,
 )
 from benchbox.receipts.replication import processes, round_processes
-from benchbox.stats import caveats, min_n_for_ci, summarize
+from benchbox.stats import flagged_caveats, min_n_for_ci, summarize
 
 #: Environment entries that must agree for runs to be rounds of one measurement.
 SAME_MACHINE = ("cpu", "cpu_count", "device", "torch", "torch_threads", "cuda", "gpu")
@@ -153,11 +153,14 @@ def _join_rows(rows: Sequence[ResultRow], receipts: Sequence[Receipt], offsets: 
     bad = next((r for r in rows if r.status != "valid"), None)
     if bad is not None:
         i = rows.index(bad)
-        return replace(bad, reasons=tuple(f"round {i + 1} of {len(rows)}: {x}" for x in bad.reasons))
+        # its reasons, each under its round, no longer record flags: the joined row raises none
+        return replace(bad, reasons=tuple(f"round {i + 1} of {len(rows)}: {x}" for x in bad.reasons),
+                       flags=())
     samples = tuple(s for r in rows for s in r.samples_ns)
     stages = {st: tuple(v for r in rows for v in r.stages_ns.get(st, ())) for st in rows[0].stages_ns}
     summary = summarize(samples)
     steady = _steady(rows)
+    cav, flags = flagged_caveats(summary, steady.to_json() if steady else None)
     keep = [x for x in rows[0].reasons if x.startswith("accuracy gate")]
     parts = [_joined_rounds(rec, r, off) for r, rec, off in zip(rows, receipts, offsets)]
     probes = None if any(r.process_probe_ns is None for r in rows) else \
@@ -165,7 +168,7 @@ def _join_rows(rows: Sequence[ResultRow], receipts: Sequence[Receipt], offsets: 
     return replace(rows[0], samples_ns=samples, round_sizes=tuple(n for sz, _ in parts for n in sz),
                    round_process=tuple(p for _, pr in parts for p in pr), process_probe_ns=probes,
                    stages_ns=stages, summary=Summary.of(summary), steady_state=steady,
-                   reasons=tuple(keep + caveats(summary, steady.to_json() if steady else None)),
+                   reasons=tuple(keep + cav), flags=flags,
                    clock_cross_check=None,
                    nulls=rows[0].nulls - {"clock_cross_check"})
 

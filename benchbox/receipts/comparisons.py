@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchbox.receipts.record import Base, Fail, Status
-from benchbox.receipts.typed import required, spec
+from benchbox.typed import required, spec
 
 # -- comparisons between the runners of one run --------------------------------------------
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from benchbox.receipts.record import MAX_NAME_LENGTH, Base, Clock, Count, Facts, Fail, Name, Sha256, StageName
-from benchbox.receipts.typed import MaxLength, MinItems, Pattern, Range, required, spec
+from benchbox.typed import MaxLength, MinItems, Pattern, Range, required, spec
 
 # -- the contract, task and environment ----------------------------------------------------
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from benchbox.errors import FieldError, UsageError
+from benchbox.errors import FieldError, Setting, UsageError
 from benchbox.fallbacks import draw_causes, identity, probable_causes
 from benchbox.receipts.baseline import compare_runners
 from benchbox.receipts.conditions import (
@@ -218,9 +218,10 @@ def _row(s: _Sides, key: tuple[str, str, str], b: ResultRow, h: ResultRow) -> Di
     accepted = [f"{k}: {why}" for k, why in {**declared, **conditions}.items() if k in opts.accept]
     refused = [k for k in declared if k not in opts.accept]
     if refused:
-        return DiffRow(*key, "not comparable", accepted=tuple(accepted), **common,
+        settings = tuple(Setting("accept", k) for k in refused)
+        return DiffRow(*key, "not comparable", accepted=tuple(accepted), **common, settings=settings,
                        reason="; ".join(f"{k}: {declared[k]}" for k in refused)
-                       + " (pass " + " ".join(f"accept={k}" for k in refused) + " to compare anyway)")
+                       + " (pass " + " ".join(map(str, settings)) + " to compare anyway)")
     fl = [f for f in (harness_floor(s.base, b.clock), harness_floor(s.head, h.clock)) if f is not None]
     prior = opts.drift if opts.drift is not None else s.priors.get(key)
     probes = process_probes((s.base, s.head), (b, h)) if b.clock == "host" else None
@@ -253,8 +254,9 @@ def _check_complete(base: Receipt, head: Receipt, opts: DiffOptions, names: tupl
     for name, r in zip(names, (base, head)):
         if not r.is_complete:
             why = r.interrupt_reason or "the run did not finish"
+            accept = Setting("accept", "incomplete")
             raise ComparisonRefused(f"{name} is an incomplete receipt ({why}): rows it lacks would "
-                                    "read as removed; rerun it, or pass accept=incomplete")
+                                    f"read as removed; rerun it, or pass {accept}", settings=(accept,))
 
 
 def _process_count(r: Receipt) -> int:
@@ -275,9 +277,10 @@ def diff_receipts(base: Receipt, head: Receipt, options: DiffOptions | None = No
     ib, ih = _index(base, base_name), _index(head, head_name)
     declared, notes = _run_differences(base, head, opts)
     conditions = environment_differences(base, head, opts.threshold)
+    settings = tuple(Setting("accept", k) for k in conditions if k not in opts.accept)
     notes += [f"accepted: {k} differs ({why})" if k in opts.accept else
-              f"unreliable: {k} differs ({why}); every row it touches is unreliable (pass accept={k} to "
-              "judge anyway)" for k, why in conditions.items()]
+              f"unreliable: {k} differs ({why}); every row it touches is unreliable (pass "
+              f"{Setting('accept', k)} to judge anyway)" for k, why in conditions.items()]
     sides = _Sides(base, head, base_name, head_name, opts, declared, conditions, priors or {})
     keys = [*ib, *(k for k in ih if k not in ib)]
     rows: dict[tuple[str, str, str], DiffRow] = {}
@@ -301,25 +304,27 @@ def diff_receipts(base: Receipt, head: Receipt, options: DiffOptions | None = No
                                                                           "clock", "hash")},
                       options=opts, rows=tuple(rows[k] for k in keys), notes=tuple(notes),
                       floor_ns=max(floors) if floors else None,
-                      processes=(_process_count(base), _process_count(head)))
+                      processes=(_process_count(base), _process_count(head)), settings=settings)
 
 
-def _unreliable_reason(p: Pending) -> str:
+def _unreliable_reason(p: Pending) -> tuple[str, tuple[Setting, ...]]:
     """The conditions of an unreliable row: those of the whole receipts named (stated once, with
-    how to judge anyway, in the notes), the row's own in full with how to judge anyway."""
+    how to judge anyway, in the notes), the row's own in full with how to judge anyway; and the
+    settings it suggests."""
     parts = [f"{k} (see the notes)" if k in RECEIPT_KINDS else f"{k}: {why}"
              for k, why in p.unreliable.items()]
     if all(k in RECEIPT_KINDS for k in p.unreliable):
-        return "; ".join(parts)
-    kinds = " ".join(f"accept={k}" for k in p.unreliable)
-    return "; ".join(parts) + f" (pass {kinds} to judge anyway)"
+        return "; ".join(parts), ()
+    settings = tuple(Setting("accept", k) for k in p.unreliable)
+    return "; ".join(parts) + f" (pass {' '.join(map(str, settings))} to judge anyway)", settings
 
 
 def _judged(pending: Sequence[Pending], opts: DiffOptions) -> dict[tuple[str, str, str], DiffRow]:
     out = {}
     for p, (verdict, reason, ms) in zip(pending, judge(pending, opts)):
         if p.unreliable:
-            out[p.key] = DiffRow(*p.key, verdict="unreliable", reason=_unreliable_reason(p),
+            why, settings = _unreliable_reason(p)
+            out[p.key] = DiffRow(*p.key, verdict="unreliable", reason=why, settings=settings,
                                  metrics=tuple(ms), conditions=tuple(p.unreliable), **p.kw)
             continue
         expl = _explain(p.base, p.head, p.floor) if verdict in ("slower", "faster") else ()

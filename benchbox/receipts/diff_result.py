@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from benchbox import stats
-from benchbox.errors import FieldError, UsageError
+from benchbox.errors import FieldError, Setting, UsageError
 from benchbox.receipts.conditions import (
     CONDITION_KINDS,
 )
@@ -97,6 +97,8 @@ class DiffRow:
     accepted: tuple[str, ...] = ()
     #: the conditions that made the row unreliable (kinds)
     conditions: tuple[str, ...] = ()
+    #: the settings its reason suggests (``accept=cpu``), not part of its JSON form
+    settings: tuple[Setting, ...] = ()
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -142,6 +144,8 @@ class DiffResult:
     floor_ns: float | None = None
     #: processes per side (the most any row had)
     processes: tuple[int, int] = (1, 1)
+    #: the settings its notes suggest (``accept=cpu``), not part of its JSON form
+    settings: tuple[Setting, ...] = ()
 
     @property
     def exit_code(self) -> int:
@@ -181,6 +185,7 @@ class DiffResult:
         rows = []
         for r in self.rows:
             d = asdict(r)
+            del d["settings"]
             d["explanation"] = [{"stage": s, "delta_ns": dl} for s, dl in r.explanation]
             d["explain"] = r.explain()
             d["regression"] = r.regression

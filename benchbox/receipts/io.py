@@ -19,7 +19,7 @@ from typing import Any
 from benchbox.errors import FieldError, UsageError, first_line
 from benchbox.fileio import write_atomic
 from benchbox.receipts.model import SCHEMA_VERSION, Receipt, decode_receipt
-from benchbox.receipts.typed import plain
+from benchbox.typed import plain
 
 #: Receipts larger than this are refused rather than read into memory.
 MAX_RECEIPT_BYTES = 256 * 1024**2

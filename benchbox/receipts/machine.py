@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchbox.receipts.record import Base, Count, Facts, Ns
-from benchbox.receipts.typed import spec
+from benchbox.typed import spec
 
 # -- the environment ------------------------------------------------------------------------
 

@@ -63,7 +63,7 @@ from benchbox.receipts.row import (
     summary_problem,
 )
 from benchbox.receipts.settings import JoinedFrom, OverloadBound, Settings
-from benchbox.receipts.typed import Range, decode, json_schema, required, spec
+from benchbox.typed import Range, decode, json_schema, required, spec
 
 __all__ = ["BEYOND_SCHEMA", "MAX_NAME_LENGTH", "MAX_NS", "SCHEMA_VERSION", "STATUSES", "Accuracy",
            "ArrivalRecord", "Calibration", "CaseRef", "ClockCrossCheck", "ComparisonRow", "Comparisons",

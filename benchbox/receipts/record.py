@@ -11,7 +11,7 @@ from functools import cache
 from typing import Annotated, Any, Literal
 
 from benchbox.contracts import TIMELINE
-from benchbox.receipts.typed import MaxLength, Pattern, Range, Record, spec
+from benchbox.typed import MaxLength, Pattern, Range, Record, spec
 
 SCHEMA_VERSION = 2
 #: Sample values are nanoseconds in a signed 64-bit integer.

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -22,7 +23,7 @@ from benchbox.receipts.record import (
     Status,
 )
 from benchbox.receipts.settings import OverloadBound
-from benchbox.receipts.typed import required, spec
+from benchbox.typed import derived, required, spec
 
 # -- the statistics of a row's samples -------------------------------------------------------
 
@@ -299,6 +300,10 @@ class ResultRow(Base):
         omit_none=True, description="for each process that took rounds of this row (in order of its "
                                     "first round), the median of the row probe timed right before and "
                                     "after its samples: the machine's speed for memory-bound work then")
+    #: ``noisy`` and/or ``unsettled`` (in the order of :data:`benchbox.stats.FLAG_REASONS`): the flags
+    #: its statistics raised, set by the code that decides them; the receipt records them as reasons
+    #: (``noise: ...``, ``unsettled: ...``), which :meth:`derive` reads them back from
+    flags: tuple[str, ...] = derived(default=())
 
     SCHEMA_EXTRA: ClassVar[dict[str, Any]] = {
         "if": {"properties": {"status": {"const": "valid"}}},
@@ -316,6 +321,12 @@ class ResultRow(Base):
         problem = summary_problem(self.samples_ns, self.summary)
         if problem is not None:
             fail(f"summary {problem}: the summary was edited, or written for other samples")
+
+    def derive(self) -> ResultRow:
+        """The row as decoded, its flags read from the reasons that record them."""
+        flags = tuple(f for f, start in stats.FLAG_REASONS.items()
+                      if any(r.startswith(start) for r in self.reasons))
+        return self if flags == self.flags else dataclasses.replace(self, flags=flags)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -345,11 +356,6 @@ class ResultRow(Base):
         return out
 
     @property
-    def flags(self) -> tuple[str, ...]:
-        """``noisy`` and/or ``unsettled``: the flags its statistics raised (recorded as reasons)."""
-        return reason_flags(self.reasons)
-
-    @property
     def noisy(self) -> bool:
         return "noisy" in self.flags
 
@@ -377,12 +383,6 @@ class ResultRow(Base):
     @property
     def options(self) -> dict[str, Any]:
         return dict(self.runner_report.options or {})
-
-
-def reason_flags(reasons: Iterable[str]) -> tuple[str, ...]:
-    """``noisy`` and/or ``unsettled``: the flags :func:`benchbox.stats.caveats` recorded among a
-    row's reasons (:attr:`ResultRow.flags` for a row)."""
-    return stats.flags(tuple(reasons))
 
 
 def summary_problem(samples: tuple[int, ...], summary: Summary) -> str | None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from benchbox.receipts.machine import GitState
 from benchbox.receipts.record import Facts
-from benchbox.receipts.typed import spec
+from benchbox.typed import spec
 
 
 @dataclass(frozen=True, kw_only=True)

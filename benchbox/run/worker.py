@@ -60,10 +60,11 @@ def main() -> int:
         reporter.send(note=str(e))
         return e.exit_code
     except BenchboxError as e:
+        settings = [[s.field, s.value] for s in e.settings]
         if isinstance(e, FieldError):
-            reporter.send(error=e.message, field=e.field)
+            reporter.send(error=e.message, field=e.field, settings=settings)
         else:
-            reporter.send(error=str(e), field=None)
+            reporter.send(error=str(e), field=None, settings=settings)
         return e.exit_code
     return 0
 

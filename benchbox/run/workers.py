@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import benchbox
-from benchbox.errors import FieldError, UsageError
+from benchbox.errors import FieldError, Setting, UsageError
 from benchbox.run.lifeline import FD_VARIABLE, LIFELINE_VARIABLE, PARENT_VARIABLE
 from benchbox.run.outcome import RunOutcome
 from benchbox.run.output import Output, out_paths
@@ -64,6 +64,8 @@ class _Round:
     exit_code: int = 0
     error: str | None = None
     field: str | None = None
+    #: the settings its error names
+    settings: tuple[Setting, ...] = ()
     last: str = ""
 
 
@@ -172,6 +174,7 @@ def _event(line: str, label: str, ended: _Round, reporter: Reporter) -> None:
         return
     if isinstance(event.get("error"), str):
         ended.error, ended.field = event["error"], event.get("field")
+        ended.settings = tuple(Setting(str(f), str(v)) for f, v in event.get("settings") or ())
     elif isinstance(event.get("note"), str):
         ended.last = event["note"]
         reporter.note(f"{label}: {event['note']}")
@@ -285,5 +288,5 @@ def _round_error(ended: _Round, n: int, folder: Path, kept: str | None = None) -
     where = f"; the rounds before it are joined in the incomplete receipt {kept}" if kept else ""
     tail = f" (its output: {folder / f'round-{n}.out'})"
     if ended.field is not None and kept is None:
-        return FieldError(ended.field, ended.error or why)
-    return UsageError(f"round {n} failed: {why}{where}{tail}")
+        return FieldError(ended.field, ended.error or why, settings=ended.settings)
+    return UsageError(f"round {n} failed: {why}{where}{tail}", settings=ended.settings)

@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from benchbox.errors import UsageError
+from benchbox.errors import Setting, UsageError
 
 
 class Phases(Protocol):
@@ -66,6 +66,9 @@ class Runner(ABC):
     name = "runner"
     #: the option keys this runner understands; None: it checks its options itself
     OPTION_KEYS: tuple[str, ...] | None = None
+    #: the settings its availability reasons may suggest (``device=cuda``): the command line shows
+    #: them under their flags
+    SUGGESTS: tuple[Setting, ...] = ()
 
     def __init__(self, device: str = "cpu", options: dict[str, Any] | None = None) -> None:
         self.check_options(options or {})

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from benchbox.errors import Setting
 from benchbox.runners import precision, transfer
 from benchbox.runners import tensorrt_flavours as fl
 from benchbox.runners import tensorrt_report as tr
@@ -52,7 +53,8 @@ from benchbox.runners.tensorrt_plans import GraphPlan, graph_plan
 from benchbox.runners.tensorrt_runtime import EngineRuntime
 from benchbox.runners.torch_runner import TorchRunner, cuda_reason
 
-NEEDS_CUDA = "TensorRT needs a CUDA device (device=cuda)"
+CUDA = Setting("device", "cuda")
+NEEDS_CUDA = f"TensorRT needs a CUDA device ({CUDA})"
 
 
 class TensorRTRunner(EngineBuilding, EngineRuntime, EngineIO, TorchRunner):
@@ -60,6 +62,7 @@ class TensorRTRunner(EngineBuilding, EngineRuntime, EngineIO, TorchRunner):
 
     name = "tensorrt"
     OPTION_KEYS: tuple[str, ...] | None = tuple(OPTION_DEFAULTS)
+    SUGGESTS = (CUDA,)
     TRANSFERS = transfer.TRANSFERS
     STATIC_INPUTS = True   # the engine reads the addresses bound to it
     SIDE_STREAM = True     # enqueueV3 on the legacy default stream adds synchronizations

@@ -15,7 +15,7 @@ from typing import Any
 
 from benchbox.receipts.model import RunnerReport
 from benchbox.receipts.record import Facts
-from benchbox.receipts.typed import spec
+from benchbox.typed import spec
 
 #: A fact as the runner reported it: any JSON value (a check that needs a kind checks it).
 Fact = Any

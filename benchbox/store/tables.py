@@ -75,11 +75,13 @@ def receipt_facts(identity: str, receipt: Receipt, file_sha256: str | None = Non
     }
 
 
-def _caveats(row: ResultRow) -> list[str]:
+def _caveats(row: ResultRow) -> tuple[list[str], tuple[str, ...]]:
+    """The row's caveats as its statistics give them now, and the flags they raise."""
     try:
-        return stats.caveats(row.summary.to_json(), row.steady_state)
+        return stats.flagged_caveats(row.summary.to_json(), row.steady_state)
     except (TypeError, KeyError, ValueError):  # a hand-made summary missing noise fields
-        return [r for r in row.reasons if r.startswith(("noise:", "unsettled:"))]
+        starts = tuple(stats.FLAG_REASONS.values())
+        return [r for r in row.reasons if r.startswith(starts)], row.flags
 
 
 def result_rows(identity: str, receipt: Receipt) -> list[dict[str, Any]]:
@@ -93,7 +95,7 @@ def result_rows(identity: str, receipt: Receipt) -> list[dict[str, Any]]:
     out = []
     for row in receipt.results:
         s = row.summary
-        cav = _caveats(row)
+        cav, flags = _caveats(row)
         p50, p90, p99 = _ci(s.p50_ci_ns), _ci(s.p90_ci_ns), _ci(s.p99_ci_ns)
         out.append({
             **shared,
@@ -109,8 +111,8 @@ def result_rows(identity: str, receipt: Receipt) -> list[dict[str, Any]]:
             "p99_upper_ns": s.p99_upper_ns,
             "mean_ns": s.mean_ns, "min_ns": s.min_ns, "max_ns": s.max_ns,
             "cv": s.cv,
-            "noisy": any(c.startswith("noise:") for c in cav),
-            "unsettled": any(c.startswith("unsettled:") for c in cav),
+            "noisy": "noisy" in flags,
+            "unsettled": "unsettled" in flags,
             "caveats": cav,
             "reasons": list(row.reasons),
         })

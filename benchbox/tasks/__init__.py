@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchbox.errors import UsageError, did_you_mean, error_line
+from benchbox.errors import Setting, UsageError, did_you_mean, error_line
 from benchbox.tasks.base import GENERIC_GATES, CallTrace, Case, GateResult, InputShape, Task
 
 __all__ = ["GENERIC_GATES", "CallTrace", "Case", "GateResult", "InputShape", "SizeInfo", "Task", "TaskInfo",
@@ -39,10 +39,10 @@ def load_task(spec: str, **kwargs: Any) -> Task:
         try:
             module = importlib.import_module(mod_name)
         except Exception as e:  # a user's module can fail in any way
-            raise UsageError(f"task={spec}: cannot import {mod_name}: {type(e).__name__}: {e}") from None
+            raise _refused(spec, f"cannot import {mod_name}: {type(e).__name__}: {e}") from None
         factory = getattr(module, attr, None)
         if factory is None or not callable(factory):
-            raise UsageError(f"task={spec}: {mod_name} has no callable '{attr}'")
+            raise _refused(spec, f"{mod_name} has no callable '{attr}'")
     else:
         raise UsageError(f"unknown task '{spec}' ({did_you_mean(spec, factories)}"
                          f"built-in: {', '.join(factories)}; "
@@ -50,11 +50,17 @@ def load_task(spec: str, **kwargs: Any) -> Task:
     try:
         task = factory(**kwargs)
     except (ValueError, TypeError) as e:
-        raise UsageError(f"task={spec}: {e}") from None
+        raise _refused(spec, str(e)) from None
     if not isinstance(task, Task):
-        raise UsageError(f"task={spec}: the factory returned {type(task).__name__}, "
+        raise _refused(spec, f"the factory returned {type(task).__name__}, "
                          "not a benchbox.tasks.Task")
     return task
+
+
+def _refused(spec: str, text: str) -> UsageError:
+    """A task that cannot be used: the message leads with the setting that named it (``task=SPEC``)."""
+    named = Setting("task", spec)
+    return UsageError(f"{named}: {text}", settings=(named,))
 
 
 #: The longest task, size or case name (in characters): names are table cells and receipt keys.
@@ -75,17 +81,17 @@ def check_task_metadata(task: Task, cases: list[Case], spec: str) -> None:
     records and what ``show`` and ``diff`` read back."""
     for what, value in (("task name", task.name), ("task size", task.size)):
         if (problem := _name_problem(value)) is not None:
-            raise UsageError(f"task={spec}: the {what} {problem}")
+            raise _refused(spec, f"the {what} {problem}")
     seen: set[str] = set()
     for i, case in enumerate(cases):
         if (problem := _name_problem(case.name)) is not None:
-            raise UsageError(f"task={spec}: case {i}: the case name {problem}")
+            raise _refused(spec, f"case {i}: the case name {problem}")
         if case.name in seen:
-            raise UsageError(f"task={spec}: cases() names case {case.name!r:.60} twice (case names "
+            raise _refused(spec, f"cases() names case {case.name!r:.60} twice (case names "
                              "identify results and references: they must be unique)")
         seen.add(case.name)
         if not isinstance(case.request, bytes):
-            raise UsageError(f"task={spec}: case {case.name!r:.60}: the request must be bytes, "
+            raise _refused(spec, f"case {case.name!r:.60}: the request must be bytes, "
                              f"got {type(case.request).__name__}")
 
 
@@ -129,14 +135,14 @@ def _contained(spec: str) -> TaskInfo:
     except BaseException as e:  # noqa: BLE001 - task code may leave in any way, sys.exit included
         why = (f"SystemExit: sys.exit({e.code!r}) called by task code" if isinstance(e, SystemExit)
                else error_line(e))
-        raise UsageError(f"task={spec}: loading the task ended in {why}") from None
+        raise _refused(spec, f"loading the task ended in {why}") from None
 
 
 def _describe(spec: str) -> TaskInfo:
     task = load_task(spec)
     cases = task.cases()
     if not isinstance(cases, list) or not cases or not all(isinstance(c, Case) for c in cases):
-        raise UsageError(f"task={spec}: cases() must return a non-empty list of benchbox.tasks.Case")
+        raise _refused(spec, "cases() must return a non-empty list of benchbox.tasks.Case")
     check_task_metadata(task, cases, spec)
     sizes = []
     for size in task.sizes():

@@ -10,23 +10,44 @@ import pytest
 from click.testing import CliRunner
 
 from benchbox.cli import _flagged, _flags, main
-from benchbox.errors import FieldError, UsageError
+from benchbox.errors import FieldError, Setting, UsageError
 from benchbox.receipts import write_receipt
-from benchbox.receipts.diff import ComparisonRefused, DiffOptions, diff_receipts
+from benchbox.receipts.diff import ComparisonRefused, DiffOptions, DiffResult, diff_receipts
 from benchbox.run.config import RunConfig
 from benchbox.tasks import load_task
 from tests.support import GOLDEN, one_line_exit_2, synthetic_receipt
 
 
-def test_flagged_maps_only_the_commands_own_fields() -> None:
-    assert _flagged("rerun it, or pass accept=incomplete", "diff") == "rerun it, or pass --accept incomplete"
-    assert _flagged("(rate_per_s=REQUESTS_PER_S)", "run") == "(--rate REQUESTS_PER_S)"
-    assert _flagged("task=pkg.mod:make: cannot import", "run") == "--task pkg.mod:make: cannot import"
-    # not a field of the command, part of a longer word, or no value: left as written
-    assert _flagged("pass accept=cpu", "run") == "pass accept=cpu"
-    assert _flagged("max_prob_error=0.1 and xaccept=cpu", "diff") == "max_prob_error=0.1 and xaccept=cpu"
-    assert _flagged("accept= nothing", "diff") == "accept= nothing"
-    assert _flagged("accept=cpu", None) == "accept=cpu"
+def test_flagged_shows_the_settings_named_under_the_commands_own_flags() -> None:
+    accept, rate = Setting("accept", "incomplete"), Setting("rate_per_s", "REQUESTS_PER_S")
+    task = Setting("task", "pkg.mod:make")
+    assert _flagged("rerun it, or pass accept=incomplete", (accept,), "diff") == \
+        "rerun it, or pass --accept incomplete"
+    assert _flagged("(rate_per_s=REQUESTS_PER_S)", (rate,), "run") == "(--rate REQUESTS_PER_S)"
+    assert _flagged("task=pkg.mod:make: cannot import", (task,), "run") == \
+        "--task pkg.mod:make: cannot import"
+    # a field the command has no flag for, a setting the message does not name, no command: as written
+    cpu = Setting("accept", "cpu")
+    assert _flagged("pass accept=cpu", (cpu,), "run") == "pass accept=cpu"
+    assert _flagged("pass accept=cpu", (), "diff") == "pass accept=cpu"
+    assert _flagged("pass accept=cpu", (accept,), "diff") == "pass accept=cpu"
+    assert _flagged("accept=cpu", (cpu,), None) == "accept=cpu"
+
+
+def test_the_settings_a_message_suggests_travel_with_it_as_data() -> None:
+    from benchbox.matrix.executors import make_executor
+    from benchbox.receipts.diff_result import DiffRow
+
+    with pytest.raises(FieldError) as e:
+        make_executor("local", "10.0.0.1:6379")
+    assert e.value.settings == (Setting("executor", "ray"),)
+    assert str(e.value).endswith("only with executor=ray")
+    with pytest.raises(UsageError) as refused:
+        load_task("no_such_module_anywhere_bbx:make")
+    assert refused.value.settings == (Setting("task", "no_such_module_anywhere_bbx:make"),)
+    row = DiffRow("t", "c", "r", "unreliable", reason="cpu: differs (pass accept=cpu to judge anyway)",
+                  settings=(Setting("accept", "cpu"),))
+    assert "settings" not in DiffResult("a", "b", {}, DiffOptions(), (row,)).to_dict()["rows"][0]
 
 
 def test_an_incomplete_receipt_names_the_field_in_the_library_and_the_flag_on_the_command_line(

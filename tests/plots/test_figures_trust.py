@@ -28,8 +28,8 @@ def _receipt(flags: tuple[str, ...] = (NOISE,), spread: float = 1.0) -> Receipt:
     """The golden receipt with its first row flagged, its second clean and scaled by ``spread``."""
     r = load_receipt(GOLDEN)
     clean = tuple(x for x in r.results[1].reasons if not x.startswith(("noise:", "unsettled:")))
-    first = dataclasses.replace(r.results[0], reasons=(*r.results[0].reasons, *flags))
-    second = dataclasses.replace(r.results[1], reasons=clean, summary=_scaled(r.results[1], spread))
+    first = dataclasses.replace(r.results[0], reasons=(*r.results[0].reasons, *flags)).derive()
+    second = dataclasses.replace(r.results[1], reasons=clean, summary=_scaled(r.results[1], spread)).derive()
     return dataclasses.replace(r, results=(first, second, *r.results[2:]))
 
 
@@ -143,7 +143,7 @@ def _mixed_pair() -> tuple[Receipt, Receipt]:
         marks = {("torch-eager", "invoice"): (NOISE,), ("torch-eager", "outage"): (UNSETTLED,),
                  ("torch-compile", "invoice"): (NOISE, UNSETTLED)}
         return dataclasses.replace(r, results=tuple(
-            dataclasses.replace(x, reasons=(*x.reasons, *marks.get((x.runner, x.case), ())))
+            dataclasses.replace(x, reasons=(*x.reasons, *marks.get((x.runner, x.case), ()))).derive()
             for x in r.results))
 
     return flagged(synthetic_receipt(base, repeats=3)), flagged(synthetic_receipt(head, repeats=3))

@@ -14,7 +14,7 @@ from benchbox.contracts import load_contract
 from benchbox.errors import UsageError
 from benchbox.receipts import load_receipt
 from benchbox.receipts.combine import combine
-from benchbox.receipts.model import ContractRecord
+from benchbox.receipts.model import ContractRecord, ResultRow
 from benchbox.run import RunConfig, run
 
 
@@ -52,6 +52,16 @@ def test_an_invalid_round_makes_the_row_invalid_with_the_round_named(two_runs: l
     joined = combine([a, b], ["a", "b"])
     assert joined.results[0].status == "valid"
     assert joined.results[1].status == "failed" and joined.results[1].reasons == ("round 2 of 2: boom",)
+
+
+def test_a_joined_rows_flags_are_its_joined_caveats_as_a_receipt_of_them_loads(two_runs: list[Path]) -> None:
+    a, b = (load_receipt(p) for p in two_runs)
+    noisy = replace(b.results[1], status="invalid", reasons=("noise: 5 of 40 samples are Tukey outliers",),
+                    flags=("noisy",))
+    joined = combine([a, replace(b, results=(b.results[0], noisy))], ["a", "b"])
+    assert joined.results[1].flags == ()  # its reasons are the round's, under the round's name
+    loaded = [ResultRow.of(r.to_json()) for r in joined.results]
+    assert [r.flags for r in loaded] == [r.flags for r in joined.results]
 
 
 def test_runs_of_another_machine_or_contract_are_refused(two_runs: list[Path]) -> None:

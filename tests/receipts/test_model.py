@@ -16,7 +16,7 @@ import pytest
 from benchbox.errors import UsageError
 from benchbox.receipts import parse_receipt, schema_path
 from benchbox.receipts.model import BEYOND_SCHEMA, SCHEMA_VERSION, Receipt, ResultRow, receipt_schema
-from benchbox.receipts.typed import decode
+from benchbox.typed import decode
 from tests.support import GOLDEN
 from tests.test_fuzz import _mutate_tree
 

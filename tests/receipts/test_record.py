@@ -11,7 +11,7 @@ import pytest
 
 from benchbox.errors import UsageError
 from benchbox.receipts.record import Base
-from benchbox.receipts.typed import decode, required, spec
+from benchbox.typed import decode, required, spec
 
 
 @dataclass(frozen=True, kw_only=True)

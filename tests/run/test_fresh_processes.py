@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from benchbox.errors import FieldError, UsageError
+from benchbox.errors import FieldError, Setting, UsageError
 from benchbox.receipts import load_receipt
 from benchbox.run import RunConfig, run
 from benchbox.run.workers import rounds_folder
@@ -101,9 +101,11 @@ def test_a_task_that_cannot_load_is_one_error_and_no_receipt(tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BENCHBOX_TEST_PID_FILE", str(tmp_path / "pids"))
     monkeypatch.setenv("BENCHBOX_TEST_FAIL_LOAD", "0")
-    with pytest.raises(UsageError, match="fails on purpose"):
+    with pytest.raises(UsageError, match="fails on purpose") as e:
         run(_cfg(tmp_path))
     assert not (tmp_path / "r.json").exists()
+    assert e.value.settings == (Setting("task", TASK),)  # from the worker, for the flag it names
+    assert f"task={TASK}: this load fails" in str(e.value)
 
 
 def test_existing_rounds_are_not_replaced_without_overwrite(tmp_path: Path) -> None:
