@@ -19,7 +19,7 @@ KEYED_GET = re.compile(r"""\.get\(\s*["']""")
 
 #: the decoder: it reads the raw document before there is a record
 DECODER: dict[str, tuple[int, str]] = {
-    "typed.py": (3, "the decoder itself: a record field's metadata (optional, omit_none, description)"),
+    "typed.py": (4, "the decoder itself: a record field's metadata (optional, omit_none, description)"),
     "receipts/io.py": (4, "the loader's front: the raw document (schema_version, samples) before it "
                           "is migrated and decoded"),
 }
@@ -29,13 +29,13 @@ DECODER: dict[str, tuple[int, str]] = {
 NOT_RECEIPT_DATA: dict[str, tuple[int, str]] = {
     "cli/app.py": (1, "os.environ (BENCHBOX_DEBUG)"),
     "cli/receipts.py": (1, "os.environ (GITHUB_STEP_SUMMARY)"),
-    "harness/quiet.py": (1, "os.environ (PYTHONHASHSEED)"),
+    "harness/quiet.py": (3, "os.environ (PYTHONHASHSEED, the re-execution's marker)"),
     "harness/loop.py": (1, "a measurement's load, built by the loop as it samples (harness sits below "
                            "receipts)"),
     "run/rounds.py": (4, "the rounds' measurements' loads, joined before a result row exists"),
     "run/sequence.py": (1, "the environment collected from the machine, before the receipt is built"),
     "run/preflight.py": (5, "os.environ (CUDA_VISIBLE_DEVICES) and torch's build information"),
-    "run/workers.py": (4, "os.environ, and the events a worker process sends (its own protocol)"),
+    "run/workers.py": (5, "os.environ, and the events a worker process sends (its own protocol)"),
     "receipts/build.py": (4, "nvidia-smi's readings and a measurement's load, as the row is built"),
     "receipts/judge.py": (9, "the diff's working dict of one metric, built in judge itself"),
     "receipts/diff.py": (1, "the diff's own dict of what the two sides declare differently"),

@@ -30,6 +30,7 @@ from benchbox.receipts.model import (
     Gate,
     LoadRecord,
     ProcessRecord,
+    Quieting,
     Receipt,
     ResultRow,
     RunnerReport,
@@ -50,7 +51,7 @@ def this_process(environment: Mapping[str, Any], rounds: int, quieting: Mapping[
 
     load = Environment.of(environment).load
     return ProcessRecord(pid=os.getpid(), started_at=now_iso(), rounds=rounds, load=load,
-                         quieting=dict(quieting))
+                         quieting=Quieting.of(quieting))
 
 
 def with_process_facts(receipt: Receipt, **facts: Any) -> Receipt:

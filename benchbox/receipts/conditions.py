@@ -193,7 +193,7 @@ def environment_differences(base: Receipt, head: Receipt, threshold: float = 0.0
 
 def layouts(r: Receipt) -> list[str]:
     """The memory layouts (``random``, ``fixed``) of a receipt's processes, sorted; random when unrecorded."""
-    return sorted({str((p.quieting or {}).get("layout", "random")) for p in processes(r)})
+    return sorted({(p.quieting.layout if p.quieting else None) or "random" for p in processes(r)})
 
 
 def row_versions(base: ResultRow, head: ResultRow) -> str | None:

@@ -144,6 +144,22 @@ class ControlRecord(Facts):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Quieting(Facts):
+    """What one process did against noise (:func:`benchbox.harness.quiet.quieting`)."""
+
+    cpus: tuple[int, ...] | None
+    cpu_count: int | None
+    hash_seed: str | None
+    hash_randomization: bool | None
+    aslr: bool | None = spec(omit_none=True, description="address-space randomisation on (None: "
+                                                         "not known off Linux)")
+    layout: str | None = spec(omit_none=True, description="random, or fixed: address randomisation "
+                                                           "off and hash seed 0 (run --layout fixed)")
+    gc: str | None
+    threads: int | None
+
+
+@dataclass(frozen=True, kw_only=True)
 class ProcessRecord(Base):
     """One process that measured: a replication of the run. A fresh process re-draws everything
     a run depends on (memory layout, hash seed, thread placement, compile draws); rounds taken in
@@ -160,7 +176,7 @@ class ProcessRecord(Base):
                                        "and the throttle reasons read right after each case's samples")
     control: ControlRecord | None = spec(omit_none=True, description="the control workload, a fixed "
                                          "piece of host work timed in this process: p50_ns, n, name")
-    quieting: dict[str, Any] | None = spec(omit_none=True, description="what was done against noise: "
+    quieting: Quieting | None = spec(omit_none=True, description="what was done against noise: "
                                            "CPU affinity, hash seed, garbage collector, threads")
 
 

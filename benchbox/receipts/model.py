@@ -36,6 +36,7 @@ from benchbox.receipts.machine import (
     GpuWhileWorking,
     MachineLoad,
     ProcessRecord,
+    Quieting,
 )
 from benchbox.receipts.record import (
     BEYOND_SCHEMA,
@@ -69,7 +70,8 @@ __all__ = ["BEYOND_SCHEMA", "MAX_NAME_LENGTH", "MAX_NS", "SCHEMA_VERSION", "STAT
            "ArrivalRecord", "Calibration", "CaseRef", "ClockCrossCheck", "ComparisonRow", "Comparisons",
            "ContractRecord", "ControlRecord", "Environment", "Excluded", "Fallback", "Floors", "Gate",
            "GitState", "GpuInfo", "GpuWhileWorking", "JoinedFrom", "LoadRecord", "MachineLoad", "Noise",
-           "NoiseThresholds", "Outliers", "OverloadBound", "PolicyRecord", "ProcessRecord", "Receipt",
+           "NoiseThresholds", "Outliers", "OverloadBound", "PolicyRecord", "ProcessRecord", "Quieting",
+           "Receipt",
            "ResultRow", "RunnerLog", "RunnerReport", "Settings", "SteadyState", "Summary", "TaskRecord",
            "decode_receipt", "receipt_schema", "summary_problem", "write_schema"]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import types
 import typing
 from collections.abc import Callable, Iterator, Mapping
@@ -54,7 +55,7 @@ class Base(Record):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        for name, annotation in cls.__dict__.get("__annotations__", {}).items():
+        for name, annotation in inspect.get_annotations(cls).items():
             if name not in cls.__dict__ and str(annotation).split("[")[0].split(".")[-1] != "ClassVar":
                 setattr(cls, name, spec(omit_none=True))
 
