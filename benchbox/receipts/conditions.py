@@ -12,9 +12,10 @@ Conditions are signal, not noise: only what moves timings and was read while it 
 - ``machine``: the control workload — a fixed piece of host work timed in every process — moved
   beyond the threshold: the machine changed, not only the code (host-clock rows). Where a side
   started busy, the control's move is the load's effect and is named under ``load``.
-- ``layout``: the processes of one side ran with a fixed memory layout and hash seed
-  (``benchbox run --layout fixed``), those of the other with random ones: one side measured
-  one layout, the other an average over layouts.
+- ``layout``: a side ran with the fixed memory layout and hash seed (``benchbox run --layout
+  fixed``): it measured one layout, and a layout's offset is not the code's (identical code
+  from two checkouts at different paths read ×0.81–0.99 apart on a 2-core machine, BENCHMARKS.md
+  §4); only random layouts on both sides, averaged over processes, are compared by default.
 - ``pacing``: the time outside the region, between consecutive regions, moved by more than
   ``pacing_margin``: the region's code may be unchanged while what runs between regions is not.
 - ``noisy``/``unsettled``: the row's own flags, while a side has one process (with two or more
@@ -183,6 +184,10 @@ def environment_differences(base: Receipt, head: Receipt, threshold: float = 0.0
     lb, lh = layouts(base), layouts(head)
     if lb != lh:
         out["layout"] = f"layout {'/'.join(lb)} → {'/'.join(lh)}"
+    elif lb == ["fixed"]:
+        out["layout"] = ("both sides ran with the fixed layout: each measured one layout, whose offset "
+                         "from the other's (identical code from two checkouts read ×0.81–0.99 apart on a "
+                         "2-core machine) no interval covers")
     machine = control_difference(base, head, threshold)
     if machine and load:  # a busy machine moves the control workload too: one cause, named once
         out["load"] = f"{load}; {machine.split(': the machine')[0]}"

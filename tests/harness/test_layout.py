@@ -92,6 +92,15 @@ def test_sides_of_different_layouts_are_unreliable_unless_accepted() -> None:
     assert diff_receipts(base, head, DiffOptions(accept=frozenset({"layout"}))).rows[0].verdict == "slower"
 
 
-def test_sides_of_one_layout_are_judged() -> None:
-    assert diff_receipts(*_sides("fixed", "fixed", 1.5)).rows[0].verdict == "slower"
-    assert diff_receipts(*_sides("fixed", "fixed", 1.0)).rows[0].verdict in ("unchanged", "unresolved")
+def test_random_layouts_on_both_sides_are_judged() -> None:
+    assert diff_receipts(*_sides("random", "random", 1.5)).rows[0].verdict == "slower"
+    assert diff_receipts(*_sides("random", "random", 1.0)).rows[0].verdict in ("unchanged", "unresolved")
+
+
+def test_fixed_layouts_on_both_sides_are_a_condition_an_interval_does_not_cover() -> None:
+    """One layout a side: the offset between two layouts is not in the spread of either side."""
+    d = diff_receipts(*_sides("fixed", "fixed", 1.5))
+    assert d.rows[0].verdict == "unreliable" and d.exit_code == 3
+    assert any("both sides ran with the fixed layout" in n for n in d.notes)
+    accepted = diff_receipts(*_sides("fixed", "fixed", 1.5), DiffOptions(accept=frozenset({"layout"})))
+    assert accepted.rows[0].verdict == "slower"
