@@ -487,7 +487,8 @@ def _layout_spread() -> tuple[str, ...]:
 
 CLAIMS = (*CLAIMS, Claim(
     "fixed layout: spread between processes", "README.md",
-    r"it brought the sd of log p50 between\s+8 processes of the tiny task's public call from ([\d.]+) to ([\d.]+)",
+    r"it brought the sd of log p50 between\s+8 processes of the tiny task's public call "
+    r"from ([\d.]+) to ([\d.]+)",
     "benchmarks/results-noise-remedies-layout-cpu.json", _layout_spread))
 CLAIMS_BY_NAME = {c.name: c for c in CLAIMS}
 
