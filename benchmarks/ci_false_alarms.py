@@ -131,7 +131,7 @@ def diff_files(base: Path, head: Path, options: Any) -> Any:
     return diff_receipts(load_receipt(base), load_receipt(head), options, str(base), str(head))
 
 
-def scenario(name: str, rep: int, tmp: Path, args: argparse.Namespace, slow_us: int) -> dict[str, Any]:
+def scenario(name: str, rep: int | str, tmp: Path, args: argparse.Namespace, slow_us: int) -> dict[str, Any]:
     """One BASE/HEAD pair of a scenario and the diff's exit code and verdicts."""
 
     slow = slow_us if "slow" in name else 0
@@ -146,7 +146,8 @@ def scenario(name: str, rep: int, tmp: Path, args: argparse.Namespace, slow_us: 
     return _judged(diff_files(base, head, _options(args)))
 
 
-def _interleaved(name: str, rep: int, tmp: Path, args: argparse.Namespace, slow: int) -> tuple[Path, Path]:
+def _interleaved(name: str, rep: int | str, tmp: Path, args: argparse.Namespace,
+                 slow: int) -> tuple[Path, Path]:
     """The CI recipe's design: single-round runs alternating base, head, head, base, …; each
     side's runs combined into one receipt of ``--repeats`` rounds."""
     per_run = max(1, args.samples // args.repeats)
@@ -198,8 +199,44 @@ def _options(args: argparse.Namespace) -> Any:
 
 
 def _judged(d: Any) -> dict[str, Any]:
+    """A diff's exit code, verdicts, unreliable reasons, and what its unresolved rows said they
+    could detect and how many processes a side they named (``None``: more than is practical)."""
+    unresolved = [m for r in d.rows if r.verdict == "unresolved" for m in r.metrics if not m.advisory]
     return {"exit_code": d.exit_code, "verdicts": dict(Counter(r.verdict for r in d.rows)),
-            "reasons": sorted({r.reason.split(":")[0] for r in d.rows if r.verdict == "unreliable"})}
+            "reasons": sorted({r.reason.split(":")[0] for r in d.rows if r.verdict == "unreliable"}),
+            "detectable": [round(m.detectable, 4) for m in unresolved if m.detectable is not None],
+            "needed": [m.needed for m in unresolved]}
+
+
+def named_count(runs: list[dict[str, Any]]) -> int | None:
+    """The processes a side the unresolved runs named: the median over those runs of the largest
+    count one of its rows named (None: no run was unresolved, or one named more than is practical)."""
+    largest = []
+    for r in runs:
+        if r["exit_code"] == 1 or not r.get("needed"):
+            continue
+        if any(n is None for n in r["needed"]):
+            return None
+        largest.append(max(r["needed"]))
+    return sorted(largest)[len(largest) // 2] if largest else None
+
+
+def with_processes(args: argparse.Namespace, count: int) -> argparse.Namespace:
+    """The settings with ``count`` single-round processes a side, each as many samples as before."""
+    per_run = args.samples // args.repeats
+    return argparse.Namespace(**{**vars(args), "repeats": count, "samples": count * per_run})
+
+
+def confirm(name: str, runs: list[dict[str, Any]], tmp: Path, args: argparse.Namespace,
+            slow_us: int) -> dict[str, Any]:
+    """Run scenario ``name`` again with as many processes a side as its unresolved diffs named,
+    ``--confirm`` times: does that many detect what the recipe's five could not?"""
+    count = named_count(runs)
+    if count is None:
+        return {"named": None, "note": "no unresolved run named a practical count"}
+    sub = with_processes(args, count)
+    done = [scenario(name, f"confirm{count}x{i}", tmp, sub, slow_us) for i in range(args.confirm)]
+    return {"named": count, **summarize(done)}
 
 
 def rediff(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -269,6 +306,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", type=Path, default=None, metavar="DIR",
                     help="keep every receipt in DIR (for --rediff later)")
     ap.add_argument("--scenario", action="append", choices=SCENARIOS, default=[])
+    ap.add_argument("--confirm", type=int, default=0, metavar="N",
+                    help="after each +slow scenario, run it N times more with the processes a side its "
+                         "unresolved diffs named (the median of their largest), and count detections")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results-ci-false-alarms.json"))
     ap.add_argument("--rediff", type=Path, default=None, metavar="DIR",
                     help="measure nothing: judge the receipts kept in DIR (NAME-REP-base/head.json, "
@@ -313,6 +353,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: exit 1 in {results[name]['exit_1']}/{args.reps}, exit 3 in "
                   f"{results[name]['exit_3']}, a slower row in {results[name]['runs_with_a_slower_row']}",
                   file=sys.stderr)
+            if args.confirm and name.endswith("+slow"):
+                slow = results["slowdown_us_loaded"] if name == "shared-load+slow" else slow_us
+                results[name]["confirmed"] = confirm(name, runs, tmp, args, slow)
+                args.out.write_text(json.dumps(results, indent=1) + "\n")
+                c = results[name]["confirmed"]
+                print(f"{name} with the named {c['named']} processes a side: "
+                      + (f"exit 1 in {c['exit_1']}/{c['reps']}" if c["named"] else c["note"]),
+                      file=sys.stderr)
     print(f"wrote {args.out}", file=sys.stderr)
     return 0
 

@@ -14,7 +14,11 @@ The median over rows of each is reported per configuration. Configurations (``--
 repeatable; default all): ``default``; ``threads1`` (``--threads 1``); ``one_core`` (the process
 pinned to one CPU with ``taskset``); ``hash_seed`` (``PYTHONHASHSEED=0``); ``gc_off``
 (``--gc off``); ``warmup50`` (``--warmup 50``); ``layout_fixed`` (``--layout fixed``: address
-randomisation off and ``PYTHONHASHSEED=0``); ``threads1_layout_fixed`` (both); ``all`` (every one of them).
+randomisation off and ``PYTHONHASHSEED=0``); ``threads1_layout_fixed`` (both);
+``threads1_thp_off`` (one thread, transparent huge pages off for the process:
+``prctl(PR_SET_THP_DISABLE)``); ``threads1_layout_fixed_stack_random`` (one thread, the fixed
+layout but the stack moved by a random 0–8191 bytes of environment: is the stack's offset what
+the fixed layout fixes?); ``all`` (every one of them).
 
     python -m benchmarks.noise_remedies --out benchmarks/results-noise-remedies-cpu.json
     python -m benchmarks.noise_remedies --device cuda --runner torch-eager --runner torch-compile \\
@@ -30,6 +34,7 @@ import argparse
 import json
 import math
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -38,6 +43,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+# Transparent huge pages off for the process and what it executes (prctl PR_SET_THP_DISABLE is
+# inherited across fork and kept across execve).
+THP_OFF_EXEC = ("import ctypes, os, sys; ctypes.CDLL(None, use_errno=True).prctl(41, 1, 0, 0, 0); "
+                "os.execvp(sys.argv[1], sys.argv[1:])")
 
 CONFIGS: dict[str, dict[str, Any]] = {
     "default": {},
@@ -48,6 +58,9 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "warmup50": {"args": ["--warmup", "50"]},
     "layout_fixed": {"args": ["--layout", "fixed"]},
     "threads1_layout_fixed": {"args": ["--threads", "1", "--layout", "fixed"]},
+    "threads1_thp_off": {"args": ["--threads", "1"], "thp_off": True},
+    "threads1_layout_fixed_stack_random": {"args": ["--threads", "1", "--layout", "fixed"],
+                                           "pad_stack": True},
     "all": {"args": ["--threads", "1", "--gc", "off", "--warmup", "50"], "taskset": True,
             "env": {"PYTHONHASHSEED": "0"}},
 }
@@ -69,7 +82,11 @@ def command(cfg: dict[str, Any], out: Path, a: argparse.Namespace) -> tuple[list
     args += cfg.get("args", [])
     if cfg.get("taskset"):
         args = ["taskset", "-c", a.cpu, *args]
+    if cfg.get("thp_off"):
+        args = [sys.executable, "-c", THP_OFF_EXEC, *args]
     env = {**os.environ, **cfg.get("env", {})}
+    if cfg.get("pad_stack"):  # the strings of the environment sit at the top of the stack
+        env["BENCHBOX_STACK_PAD"] = "x" * random.randrange(8192)
     env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent.parent),
                                          *filter(None, [os.environ.get("PYTHONPATH")])])
     return args, env

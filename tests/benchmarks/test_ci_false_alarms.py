@@ -97,3 +97,24 @@ def test_shared_load_slowdown_is_calibrated_under_load(tmp_path: Path) -> None:
     assert (head.task.options or {}).get("slowdown_us") == r["slowdown_us_loaded"]
     assert (tmp_path / "k" / "calibration-loaded.json").exists()
     assert r["shared-load+slow"]["reps"] == 1
+
+
+def test_the_named_count_is_the_median_of_each_unresolved_runs_largest() -> None:
+    from benchmarks.ci_false_alarms import named_count
+
+    run = lambda code, needed: {"exit_code": code, "needed": needed}  # noqa: E731
+    assert named_count([run(0, [40, 90]), run(0, [120, 10]), run(0, [60])]) == 90
+    assert named_count([run(1, [500]), run(0, [30, 20])]) == 30  # a detected run names nothing
+    assert named_count([run(0, [40, None])]) is None  # one row needs more than is practical
+    assert named_count([run(1, []), run(0, [])]) is None
+
+
+def test_a_confirmation_keeps_the_samples_of_each_process() -> None:
+    import argparse
+
+    from benchmarks.ci_false_alarms import with_processes
+
+    args = argparse.Namespace(samples=400, repeats=5, warmup=10)
+    sub = with_processes(args, 60)
+    assert (sub.repeats, sub.samples, sub.warmup) == (60, 4800, 10)
+    assert (args.repeats, args.samples) == (5, 400)
