@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import multiprocessing as mp
 import os
 import sys
@@ -210,15 +211,13 @@ def _judged(d: Any) -> dict[str, Any]:
 
 def named_count(runs: list[dict[str, Any]]) -> int | None:
     """The processes a side the unresolved runs named: the median over those runs of the largest
-    count one of its rows named (None: no run was unresolved, or one named more than is practical)."""
-    largest = []
-    for r in runs:
-        if r["exit_code"] == 1 or not r.get("needed"):
-            continue
-        if any(n is None for n in r["needed"]):
-            return None
-        largest.append(max(r["needed"]))
-    return sorted(largest)[len(largest) // 2] if largest else None
+    count one of its rows named, a row that named none (more than is practical) counting as
+    infinitely many (None: no run was unresolved, or that median is more than practical)."""
+    largest = sorted(math.inf if any(n is None for n in r["needed"]) else max(r["needed"])
+                     for r in runs if r["exit_code"] != 1 and r.get("needed"))
+    if not largest or largest[len(largest) // 2] == math.inf:
+        return None
+    return int(largest[len(largest) // 2])
 
 
 def with_processes(args: argparse.Namespace, count: int) -> argparse.Namespace:

@@ -106,6 +106,7 @@ def test_the_named_count_is_the_median_of_each_unresolved_runs_largest() -> None
     assert named_count([run(0, [40, 90]), run(0, [120, 10]), run(0, [60])]) == 90
     assert named_count([run(1, [500]), run(0, [30, 20])]) == 30  # a detected run names nothing
     assert named_count([run(0, [40, None])]) is None  # one row needs more than is practical
+    assert named_count([run(0, [138, 80]), run(0, [155, 85]), run(0, [None, 93])]) == 155
     assert named_count([run(1, []), run(0, [])]) is None
 
 
