@@ -26,9 +26,9 @@ Count = Annotated[int, Range(0)]
 LEADING = ("kind", "count")
 
 
-def _given() -> Any:
+def _given(description: str = "") -> Any:
     """A field a runner may leave out: absent, it is not written back (a null is)."""
-    return spec(omit_none=True)
+    return spec(omit_none=True, description=description)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,21 +57,22 @@ class Alternative(Open):
 class FallbackEntry(Open):
     """One thing a runner did other than the plain path (graph break, ATen op, autotune pick...)."""
 
-    kind: str | None = _given()
-    count: Count | None = _given()
-    op: str | None = _given()
+    kind: str | None = _given("graph_break, recompile, aten_fallback, autotune_choice, "
+                              "cudagraph_skip, plugin_layer, ...")
+    count: Count | None = _given("how many it stands for (call sites, layers, breaks)")
+    op: str | None = _given("the operator (an ATen fallback, an autotune pick, an ONNX node)")
     name: str | None = _given()
-    reason: str | None = _given()
-    node_name: str | None = _given()
-    layer_type: str | None = _given()
-    precision: str | None = _given()
-    level: str | None = _given()
-    calls: Count | None = _given()
-    forced: bool | None = _given()
-    input_shapes: tuple[tuple[str, ...], ...] | None = _given()
-    chosen: str | None = _given()
-    chosen_ms: float | None = _given()
-    alternatives: tuple[Alternative, ...] | None = _given()
+    reason: str | None = _given("why (a graph break, recompile or CUDA-graph skip), first line")
+    node_name: str | None = _given("the ONNX node (a parser error)")
+    layer_type: str | None = _given("TensorRT's layer type")
+    precision: str | None = _given("TensorRT's precision of the layers")
+    level: str | None = _given("where TensorRT's layers were found (network definition or engine)")
+    calls: Count | None = _given("an ATen fallback's calls in the generated code")
+    forced: bool | None = _given("an ATen fallback the runner's options asked for")
+    input_shapes: tuple[tuple[str, ...], ...] | None = _given("an autotune pick's input shapes")
+    chosen: str | None = _given("the kernel an autotune pick chose")
+    chosen_ms: float | None = _given("the autotuner's timing of the chosen kernel (ms)")
+    alternatives: tuple[Alternative, ...] | None = _given("the other kernels the autotuner timed")
 
     def derive(self) -> FallbackEntry:
         """Kind and count first, then the other keys in the runner's order (as receipts write them)."""
