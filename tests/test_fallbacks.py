@@ -6,6 +6,8 @@ here: Triton template picks (they need a GPU), TensorRT entries, unmatched call 
 
 from __future__ import annotations
 
+import pytest
+
 from benchbox.fallbacks import (
     change_line,
     compare_picks,
@@ -142,3 +144,61 @@ def test_draw_causes_name_different_artifacts_and_draws_on_both_sides() -> None:
     pin = {**other_pin, "status": "fresh", "picks_generation": 4}
     assert draw_causes(_compile(None, 2, pin=pin), _compile(None, 4, pin=other_pin)) == [
         "both sides the fastest of 2 | 4 fresh compiles (draws spread ×1.200 base, ×1.200 head)"]
+
+
+# -- the records fallbacks reads ---------------------------------------------------------------
+
+def test_records_read_as_the_dicts_a_runner_builds() -> None:
+    from benchbox.receipts.model import Fallback
+
+    s1, s2 = [["64", "64"]], [["128", "64"]]
+    first = [_triton_site(1, 64, 4, {A64: 0.010, A128: 0.012, "mm": 0.020}, s1),
+             _triton_site(3, 64, 4, {A64: 0.030, A128: 0.031, "mm": 0.040}, s2)]
+    second = [_triton_site(7, 128, 8, {A64: 0.012, A128: 0.011, "mm": 0.020}, s1),
+              _triton_site(9, 64, 4, {A64: 0.033, A128: 0.029, "mm": 0.040}, s2)]
+    base = [*(dict(s, kind="autotune_choice", count=2) for s in first),
+            _trt_plugin("PluginV2", "FP16", 1, ["rope_0"]),
+            {"kind": "graph_break", "reason": "call_function print", "count": 2, "where": ["a/b.py:3"]},
+            {"kind": "aten_fallback", "op": "aten.cumsum.default", "calls": 1, "forced": False},
+            {"kind": "aten_fallback", "op": "aten.native_layer_norm.default", "calls": 0, "forced": True}]
+    head = [*(dict(s, kind="autotune_choice", count=2) for s in second),
+            _trt_plugin("PluginV2", "FP16", 2, ["rope_0", "x"]),
+            {"kind": "aten_fallback", "op": "aten.cumsum.default", "calls": 3, "forced": False},
+            {"kind": "parser_error", "node_name": "Cast_3", "op": "", "count": 1}]
+    rb, rh = [Fallback.of(e) for e in base], [Fallback.of(e) for e in head]
+    lines = probable_causes(base, head, limit=20)
+    assert "ATen fallback aten.cumsum: 1 → 3 calls" in lines
+    assert "new parser error: Cast_3" in lines and "graph break gone: call_function print" in lines
+    assert probable_causes(rb, rh, limit=20) == lines
+    assert [identity(e) for e in rb] == [identity(e) for e in base]
+    assert compare_picks(rb[:2], rh[:2]).to_dict() == compare_picks(first, second).to_dict()
+
+
+def test_a_fallback_entry_is_written_back_kind_and_count_first_then_in_the_runners_order() -> None:
+    from benchbox.errors import UsageError
+    from benchbox.receipts.model import Fallback
+
+    doc = {"op": "mm", "input_shapes": [["2", "3"]], "chosen": "mm", "kind": "autotune_choice",
+           "alternatives": [{"kernel": "mm", "kind": "aten", "key": "k", "ms": 0.5}], "count": 3,
+           "level": None, "n_choices": 2}
+    back = Fallback.of(doc).to_json()
+    assert list(back) == ["kind", "count", "op", "input_shapes", "chosen", "alternatives", "level",
+                          "n_choices"]
+    assert back == doc and list(back["alternatives"][0]) == ["kernel", "kind", "key", "ms"]
+    with pytest.raises(UsageError, match="calls"):
+        Fallback.of({"kind": "aten_fallback", "calls": -1})
+
+
+def test_a_compile_section_reads_as_its_record_and_one_that_does_not_fit_says_nothing() -> None:
+    from benchbox.fallbacks import draw_causes
+    from benchbox.fallbacks.records import CompileChoice
+
+    a = "a" * 64
+    choice = CompileChoice.read(_compile(a, 3, 1.25))
+    assert choice is not None and choice.artifact is not None and choice.artifact.sha256 == a
+    assert choice.selection is not None and (choice.selection.draws, choice.selection.spread) == (3, 1.25)
+    assert draw_causes(choice, _compile(None, 3)) == draw_causes(_compile(a, 3, 1.25), _compile(None, 3))
+    odd = {"artifact": {"sha256": 5}, "selection": {"draws": 3, "spread": 1.1}}
+    assert CompileChoice.read(odd) is None and CompileChoice.read("compiled") is None
+    assert draw_causes(odd, None) == [] and draw_causes(_compile(None, 2), None) == [
+        "only the base side is the fastest of 2 fresh compiles (draws spread ×1.200)"]

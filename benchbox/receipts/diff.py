@@ -107,9 +107,8 @@ def _canon(x: Any) -> str:
 
 def compiler_causes(b: ResultRow, h: ResultRow, limit: int = CAUSE_LINES) -> tuple[str, ...]:
     """What the compiler decided differently, by identity (measured values ignored), compact."""
-    fb = [x.to_json() for x in b.fallbacks]
-    fh = [x.to_json() for x in h.fallbacks]
-    drawn = tuple(draw_causes(b.runner_report.section("compile"), h.runner_report.section("compile")))
+    fb, fh = b.fallbacks, h.fallbacks
+    drawn = tuple(draw_causes(b.runner_report.compile_choice, h.runner_report.compile_choice))
     if sorted(map(identity, fb)) == sorted(map(identity, fh)):
         return drawn
     return drawn + (tuple(probable_causes(fb, fh, limit - len(drawn))) or ("compiler choices differ",))

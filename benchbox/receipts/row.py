@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from benchbox import stats
+from benchbox.fallbacks.records import CompileChoice, FallbackEntry
 from benchbox.receipts.declared import ArrivalRecord
 from benchbox.receipts.record import (
     Base,
@@ -136,16 +137,13 @@ class Summary(Base):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Fallback(Base):
+class Fallback(FallbackEntry):
     """One thing a runner did other than the plain path (graph break, ATen op, autotune pick...)."""
-
-    kind: str | None
-    count: Count | None
 
     @property
     def kind_name(self) -> str:
         """Its kind (``other`` when it names none)."""
-        return str(self.kind) if self.kind is not None or "kind" in self.nulls else "other"
+        return str(self.kind) if self.given("kind") else "other"
 
     @property
     def times(self) -> int:
@@ -153,25 +151,14 @@ class Fallback(Base):
         return self.count if self.count is not None else 1
 
     @property
-    def level(self) -> str:
-        """TensorRT's level it was found at (network definition or engine; empty: none given)."""
-        level = self.extra["level"] if "level" in self.extra else None
-        return level if isinstance(level, str) else ""
-
-    @property
     def requested(self) -> Any:
         """The op the runner's options asked to fall back (an ATen fallback; None: not asked)."""
         return self.extra["requested"] if "requested" in self.extra else None
 
     @property
-    def present(self) -> bool:
-        """Whether it is in the generated code: an ATen fallback forced but never called is not."""
-        return "calls" not in self.extra or bool(self.extra["calls"])
-
-    @property
     def called(self) -> bool:
         """Whether its report gives a number of calls other than zero."""
-        return "calls" in self.extra and bool(self.extra["calls"])
+        return bool(self.calls)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -224,6 +211,12 @@ class RunnerReport(Base):
         """A compiling runner's ``compile`` report, typed in its common part (None: none)."""
         comp = self.section("compile")
         return CompileFacts.of(comp) if isinstance(comp, Mapping) else None
+
+    @property
+    def compile_choice(self) -> CompileChoice | None:
+        """How a compiling runner's kernels were chosen (artifact, pin, draws), from its ``compile``
+        report; None: none, or one that does not say it in the shape the runner writes."""
+        return CompileChoice.read(self.section("compile"))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -31,7 +31,8 @@ def fallback_summary(entries: Sequence[Mapping[str, Any] | Fallback]) -> str:
         if kind == "aten_fallback" and not f.present:
             continue  # forced, but absent from the generated code
         n = f.times if kind != "aten_fallback" else 1
-        counts[(kind, f.level)] = counts.get((kind, f.level), 0) + n
+        level = f.level or ""
+        counts[(kind, level)] = counts.get((kind, level), 0) + n
     forced = sorted({str(f.requested) for f in fallbacks
                      if f.kind == "aten_fallback" and f.requested and f.called})
     parts = []

@@ -15,7 +15,9 @@ so comparisons must look only at the declarations:
   reports' ``compile`` facts ("compiled artifact 1a2b… → 3c4d…", "both sides the fastest of 3
   fresh compiles (draws spread ×1.210 base, ×1.050 head)").
 
-Used by the diff engine, which never imports torch, and by the torch-compile runner.
+Each takes the records of :mod:`benchbox.fallbacks.records` (``FallbackEntry``, ``CompileChoice``),
+as the receipts decode them, or the dicts a runner builds (decoded here). Used by the diff engine,
+which never imports torch, and by the torch-compile runner.
 """
 
 from __future__ import annotations
@@ -23,8 +25,11 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from benchbox.fallbacks.records import CompileChoice, DrawSelection, FallbackEntry, entries
 
 #: fields that hold measurements or bookkeeping, never a decision
 MEASURED_KEYS = frozenset({"chosen_ms", "chosen_ms_range", "ms", "alternatives", "n_choices", "phase",
@@ -70,7 +75,7 @@ def _where(locations: Any) -> list[str]:
     return sorted(out)
 
 
-def identity(entry: dict[str, Any]) -> str:
+def identity(entry: FallbackEntry | Mapping[str, Any]) -> str:
     """A fallback entry's identity: what was chosen or declared, never what was measured.
 
     Kernel timings, alternatives, the phase that observed it, free text and sources are
@@ -78,7 +83,7 @@ def identity(entry: dict[str, Any]) -> str:
     directories and line numbers. Equal identities mean the same decision.
     """
     kept: dict[str, Any] = {}
-    for k, v in entry.items():
+    for k, v in (entry.to_json() if isinstance(entry, FallbackEntry) else entry).items():
         if k in MEASURED_KEYS or k.endswith(_MEASURED_SUFFIXES):
             continue
         if k == "chosen":
@@ -91,18 +96,17 @@ def identity(entry: dict[str, Any]) -> str:
 
 # -- call-site comparison of two compiles' picks ----------------------------------------
 
-def _site_group(site: dict[str, Any]) -> tuple[str, str]:
-    return str(site.get("op")), json.dumps(site.get("input_shapes"), separators=(",", ":"))
+def _site_group(site: FallbackEntry) -> tuple[str, str]:
+    return str(site.op), json.dumps(site.input_shapes, separators=(",", ":"))
 
 
-def _timing_of(site: dict[str, Any], label: str) -> float | None:
+def _timing_of(site: FallbackEntry, label: str) -> float | None:
     """The autotuner's timing of the choice ``label`` in the session that tuned ``site``."""
-    if kernel_label(str(site.get("chosen", ""))) == label:
-        ms = site.get("chosen_ms")
-        return float(ms) if isinstance(ms, (int, float)) else None
-    for alt in site.get("alternatives") or []:
-        if kernel_label(str(alt.get("kernel", ""))) == label and isinstance(alt.get("ms"), (int, float)):
-            return float(alt["ms"])
+    if kernel_label(str(site.chosen) if site.given("chosen") else "") == label:
+        return None if site.chosen_ms is None else float(site.chosen_ms)
+    for alt in site.alternatives or ():
+        if kernel_label(str(alt.kernel) if alt.given("kernel") else "") == label and alt.ms is not None:
+            return float(alt.ms)
     return None
 
 
@@ -180,7 +184,8 @@ def _sum_or_none(values: list[float | None]) -> float | None:
     return None if any(v is None for v in values) else float(sum(v for v in values if v is not None))
 
 
-def compare_picks(first: list[dict[str, Any]], second: list[dict[str, Any]]) -> PickComparison:
+def compare_picks(first: Iterable[FallbackEntry | Mapping[str, Any]],
+                  second: Iterable[FallbackEntry | Mapping[str, Any]]) -> PickComparison:
     """Compare two compiles' per-call-site picks (as the torch-compile runner records them).
 
     Sites are matched by operator and input shapes, in compile order within each group;
@@ -188,8 +193,9 @@ def compare_picks(first: list[dict[str, Any]], second: list[dict[str, Any]]) -> 
     the device-time difference is (time of the second's pick − time of the first's pick),
     estimated once with each compile's own autotune timings.
     """
-    groups: dict[tuple[str, str], tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
-    for which, sites in ((0, first), (1, second)):
+    groups: dict[tuple[str, str], tuple[list[FallbackEntry], list[FallbackEntry]]] = {}
+    firsts = entries(first)
+    for which, sites in ((0, firsts), (1, entries(second))):
         for s in sites:
             groups.setdefault(_site_group(s), ([], []))[which].append(s)
     changed: dict[tuple[str, str, str], list[tuple[str, float | None, float | None]]] = {}
@@ -199,16 +205,16 @@ def compare_picks(first: list[dict[str, Any]], second: list[dict[str, Any]]) -> 
         unmatched += abs(len(a_sites) - len(b_sites))
         for a, b in zip(a_sites, b_sites):
             n_sites += 1
-            la, lb = kernel_label(str(a.get("chosen"))), kernel_label(str(b.get("chosen")))
+            la, lb = kernel_label(str(a.chosen)), kernel_label(str(b.chosen))
             if la == lb:
-                ta, tb = a.get("chosen_ms"), b.get("chosen_ms")
-                if isinstance(ta, (int, float)) and isinstance(tb, (int, float)) and ta > 0:
+                ta, tb = a.chosen_ms, b.chosen_ms
+                if ta is not None and tb is not None and ta > 0:
                     ratios.append(float(tb) / float(ta))
                 continue
             n_changed += 1
             d1 = _diff(_timing_of(a, lb), _timing_of(a, la))
             d2 = _diff(_timing_of(b, lb), _timing_of(b, la))
-            changed.setdefault((op, la, lb), []).append((_shapes_text(a.get("input_shapes")), d1, d2))
+            changed.setdefault((op, la, lb), []).append((_shapes_text(a.input_shapes), d1, d2))
     changes = tuple(sorted(
         (PickChange(op, la, lb, len(v), tuple(sorted({s for s, _, _ in v})),
                     _sum_or_none([d for _, d, _ in v]), _sum_or_none([d for _, _, d in v]))
@@ -217,7 +223,7 @@ def compare_picks(first: list[dict[str, Any]], second: list[dict[str, Any]]) -> 
     d_first = _sum_or_none([c.delta_ms_by_first for c in changes])
     d_second = _sum_or_none([c.delta_ms_by_second for c in changes])
     known = [d for d in (d_first, d_second) if d is not None]
-    tuned = float(sum(float(s["chosen_ms"]) for s in first if isinstance(s.get("chosen_ms"), (int, float))))
+    tuned = float(sum(float(s.chosen_ms) for s in firsts if s.chosen_ms is not None))
     ratios.sort()
     noise = ({"n": len(ratios), "min": ratios[0], "median": ratios[len(ratios) // 2], "max": ratios[-1]}
              if ratios else {})
@@ -277,12 +283,11 @@ def _op_name(op: Any) -> str:
     return str(op).removesuffix(".default")
 
 
-def _autotune_lines(base: list[dict[str, Any]], head: list[dict[str, Any]]) -> list[tuple[int, str]]:
-    def sites(entries: list[dict[str, Any]]) -> dict[tuple[str, str], Counter[str]]:
+def _autotune_lines(base: list[FallbackEntry], head: list[FallbackEntry]) -> list[tuple[int, str]]:
+    def sites(picks: list[FallbackEntry]) -> dict[tuple[str, str], Counter[str]]:
         out: dict[tuple[str, str], Counter[str]] = {}
-        for e in entries:
-            out.setdefault(_site_group(e), Counter())[kernel_label(str(e.get("chosen")))] += \
-                int(e.get("count", 1) or 1)
+        for e in picks:
+            out.setdefault(_site_group(e), Counter())[kernel_label(str(e.chosen))] += e.count or 1
         return out
 
     b, h = sites(base), sites(head)
@@ -303,10 +308,15 @@ def _autotune_lines(base: list[dict[str, Any]], head: list[dict[str, Any]]) -> l
     return sorted(out, key=lambda x: (-x[0], x[1]))
 
 
-def _counted(entries: list[dict[str, Any]], label: Any, count_key: str | None) -> Counter[str]:
+def _times(entry: FallbackEntry) -> int:
+    """How many an entry stands for: its count (a null one: none), else one."""
+    return entry.count or 0 if entry.given("count") else 1
+
+
+def _counted(picked: list[FallbackEntry], label: Any, by_count: bool) -> Counter[str]:
     c: Counter[str] = Counter()
-    for e in entries:
-        c[label(e)] += int(e.get(count_key, 1) or 0) if count_key else 1
+    for e in picked:
+        c[label(e)] += _times(e) if by_count else 1
     return c
 
 
@@ -331,16 +341,42 @@ _KIND_WORDS = {"graph_break": "graph break", "recompile": "recompile",
 _ORDER = ("graph_break", "aten_fallback", "recompile", "cudagraph_skip")
 
 
-def _label(entry: dict[str, Any]) -> str:
-    if entry.get("layer_type"):  # TensorRT layers, grouped by type and precision
-        return _short(f"{entry['layer_type']} {entry.get('precision')} ({entry.get('level', '?')})")
-    for k in ("op", "name", "reason", "node_name"):
-        if entry.get(k):
-            return _short(_op_name(entry[k]) if k == "op" else entry[k])
+def _label(entry: FallbackEntry) -> str:
+    if entry.layer_type:  # TensorRT layers, grouped by type and precision
+        level = entry.level if entry.given("level") else "?"
+        return _short(f"{entry.layer_type} {entry.precision} ({level})")
+    if entry.op:
+        return _short(_op_name(entry.op))
+    for text in (entry.name, entry.reason, entry.node_name):
+        if text:
+            return _short(text)
     return _short(identity(entry))
 
 
-def probable_causes(base: list[dict[str, Any]], head: list[dict[str, Any]], limit: int = 6) -> list[str]:
+def _reason(entry: FallbackEntry) -> str:
+    return _short(entry.reason)
+
+
+def _aten_name(entry: FallbackEntry) -> str:
+    return _op_name(entry.op) + (" (forced)" if entry.forced else "")
+
+
+def _aten_lines(b: list[FallbackEntry], h: list[FallbackEntry]) -> list[str]:
+    """ATen fallbacks present in the generated code on one side only, and those called a different
+    number of times."""
+    present_b, present_h = [e for e in b if e.present], [e for e in h if e.present]
+    lines = _delta_lines("ATen fallback", _counted(present_b, _aten_name, False),
+                         _counted(present_h, _aten_name, False))
+    calls_b = {_aten_name(e): e.calls or 0 for e in present_b}
+    for e in present_h:
+        n = _aten_name(e)
+        if n in calls_b and calls_b[n] != (e.calls or 0):
+            lines.append(f"ATen fallback {n}: {calls_b[n]} → {e.calls or 0} calls")
+    return lines
+
+
+def probable_causes(base: Iterable[FallbackEntry | Mapping[str, Any]],
+                    head: Iterable[FallbackEntry | Mapping[str, Any]], limit: int = 6) -> list[str]:
     """Compact lines naming what the compiler decided differently in ``head`` than in ``base``.
 
     Autotune picks per operator and call-site count first (most sites first), then graph
@@ -348,83 +384,67 @@ def probable_causes(base: list[dict[str, Any]], head: list[dict[str, Any]], limi
     ``limit`` lines, the last saying "and N more" when some were left out. Measured values
     never produce a line: two fallback lists with the same identities give none.
     """
-    def of(entries: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
-        return [e for e in entries if isinstance(e, dict) and e.get("kind") == kind]
+    base_entries, head_entries = entries(base), entries(head)
 
-    lines = [text for _, text in _autotune_lines(of(base, "autotune_choice"), of(head, "autotune_choice"))]
+    def of(picked: tuple[FallbackEntry, ...], kind: str) -> list[FallbackEntry]:
+        return [e for e in picked if e.kind == kind]
+
+    lines = [text for _, text in _autotune_lines(of(base_entries, "autotune_choice"),
+                                                 of(head_entries, "autotune_choice"))]
     for kind in _ORDER:
-        b, h = of(base, kind), of(head, kind)
-        if kind == "graph_break":
-            lines += _delta_lines("graph break", _counted(b, lambda e: _short(e.get("reason")), "count"),
-                                  _counted(h, lambda e: _short(e.get("reason")), "count"))
-        elif kind == "aten_fallback":
-            def name(e: dict[str, Any]) -> str:
-                return _op_name(e.get("op")) + (" (forced)" if e.get("forced") else "")
-
-            present_b = [e for e in b if e.get("calls", 1)]
-            present_h = [e for e in h if e.get("calls", 1)]
-            lines += _delta_lines("ATen fallback", _counted(present_b, name, None),
-                                  _counted(present_h, name, None))
-            calls_b = {name(e): int(e.get("calls", 0)) for e in present_b}
-            for e in present_h:
-                n = name(e)
-                if n in calls_b and calls_b[n] != int(e.get("calls", 0)):
-                    lines.append(f"ATen fallback {n}: {calls_b[n]} → {int(e.get('calls', 0))} calls")
-        elif kind == "recompile":
-            lines += _delta_lines("recompile", _counted(b, lambda e: _short(e.get("reason")), None),
-                                  _counted(h, lambda e: _short(e.get("reason")), None))
+        b, h = of(base_entries, kind), of(head_entries, kind)
+        if kind == "aten_fallback":
+            lines += _aten_lines(b, h)
         else:
-            lines += _delta_lines("CUDA-graph skip", _counted(b, lambda e: _short(e.get("reason")), None),
-                                  _counted(h, lambda e: _short(e.get("reason")), None))
+            lines += _delta_lines(_KIND_WORDS[kind], _counted(b, _reason, kind == "graph_break"),
+                                  _counted(h, _reason, kind == "graph_break"))
     known = {"autotune_choice", *_ORDER}
-    other_kinds = sorted({str(e.get("kind")) for e in [*base, *head]
-                          if isinstance(e, dict) and e.get("kind") not in known})
+    other_kinds = sorted({str(e.kind) for e in (*base_entries, *head_entries) if e.kind not in known})
     for kind in other_kinds:
         word = _KIND_WORDS.get(kind, kind.replace("_", " "))
-        lines += _delta_lines(word, _counted(of(base, kind), _label, "count"),
-                              _counted(of(head, kind), _label, "count"))
+        lines += _delta_lines(word, _counted(of(base_entries, kind), _label, True),
+                              _counted(of(head_entries, kind), _label, True))
     return _bounded(lines, limit)
 
 
 # -- how each side's compiled kernels were chosen (draws, artifacts) ---------------------------
 
-def _compiled_identity(compile_facts: Any) -> str | None:
+def _compiled_identity(facts: CompileChoice | None) -> str | None:
     """What names the compiled kernels a row ran, when anything does: the artifact's sha256 (loaded
     or saved), else the pinned compile (key, directory, generation); None for a compile of its own."""
-    if not isinstance(compile_facts, dict):
+    if facts is None:
         return None
-    art = compile_facts.get("artifact")
-    if isinstance(art, dict) and isinstance(art.get("sha256"), str):
-        return f"artifact {art['sha256']}"
-    pin = compile_facts.get("pin")
-    if isinstance(pin, dict) and pin.get("enabled") and pin.get("status") in ("fresh", "reused"):
-        return f"pin {pin.get('key')} {pin.get('dir')} {pin.get('picks_generation')}"
+    if facts.artifact is not None and facts.artifact.sha256 is not None:
+        return f"artifact {facts.artifact.sha256}"
+    pin = facts.pin
+    if pin is not None and pin.enabled and pin.status in ("fresh", "reused"):
+        return f"pin {pin.key} {pin.dir} {pin.picks_generation}"
     return None
 
 
-def _fresh_pin(compile_facts: Any) -> bool:
-    pin = compile_facts.get("pin") if isinstance(compile_facts, dict) else None
-    return isinstance(pin, dict) and pin.get("status") == "fresh"
+def _fresh_pin(facts: CompileChoice | None) -> bool:
+    return facts is not None and facts.pin is not None and facts.pin.status == "fresh"
 
 
-def _selection(compile_facts: Any) -> dict[str, Any] | None:
-    sel = compile_facts.get("selection") if isinstance(compile_facts, dict) else None
-    return sel if isinstance(sel, dict) and isinstance(sel.get("draws"), int) and sel["draws"] > 1 else None
+def _selection(facts: CompileChoice | None) -> DrawSelection | None:
+    sel = facts.selection if facts is not None else None
+    return sel if sel is not None and sel.draws is not None and sel.draws > 1 else None
 
 
-def _spread_text(sel: dict[str, Any]) -> str:
-    s = sel.get("spread")
-    return f"×{s:.3f}" if isinstance(s, (int, float)) else "×?"
+def _spread_text(sel: DrawSelection) -> str:
+    return f"×{sel.spread:.3f}" if sel.spread is not None else "×?"
 
 
-def draw_causes(base: Any, head: Any) -> list[str]:
+def draw_causes(base: CompileChoice | Mapping[str, Any] | None,
+                head: CompileChoice | Mapping[str, Any] | None) -> list[str]:
     """Lines on how each side's compiled kernels were chosen, from the two rows' ``compile`` facts
     (the torch-compile runner report's): which artifact, and whether each is the fastest of N fresh
     compiles (``draws``). None when both ran the same artifact or the same pinned compile (then the
     rows compare as any two runs of the same kernels), or when neither side says anything of it."""
-    ib, ih = _compiled_identity(base), _compiled_identity(head)
+    cb, ch = CompileChoice.read(base), CompileChoice.read(head)
+    ib, ih = _compiled_identity(cb), _compiled_identity(ch)
     # one pinned compile on both sides, unless each side pinned its own (two stores, one path)
-    if ib is not None and ib == ih and not (ib.startswith("pin ") and _fresh_pin(base) and _fresh_pin(head)):
+    if ib is not None and ib == ih and not (ib.startswith("pin ") and _fresh_pin(cb) and _fresh_pin(ch)):
         return []
     out = []
     ab = ib[len("artifact "):] if ib and ib.startswith("artifact ") else None
@@ -433,13 +453,13 @@ def draw_causes(base: Any, head: Any) -> list[str]:
         out.append(f"compiled artifact {ab[:12]} → {ah[:12]}")
     elif ab or ah:
         out.append(f"compiled artifact {(ab or ah or '')[:12]} on the {'base' if ab else 'head'} side only")
-    sb, sh = _selection(base), _selection(head)
-    if sb and sh:
-        n = sb["draws"] if sb["draws"] == sh["draws"] else f"{sb['draws']} | {sh['draws']}"
+    sb, sh = _selection(cb), _selection(ch)
+    if sb is not None and sh is not None:
+        n = sb.draws if sb.draws == sh.draws else f"{sb.draws} | {sh.draws}"
         out.append(f"both sides the fastest of {n} fresh compiles "
                    f"(draws spread {_spread_text(sb)} base, {_spread_text(sh)} head)")
-    elif sb or sh:
-        one = sb or sh or {}
-        out.append(f"only the {'base' if sb else 'head'} side is the fastest of {one['draws']} fresh "
-                   f"compiles (draws spread {_spread_text(one)})")
+    else:  # one side at most
+        out += [f"only the {side} side is the fastest of {one.draws} fresh compiles "
+                f"(draws spread {_spread_text(one)})" for side, one in (("base", sb), ("head", sh))
+                if one is not None]
     return out
