@@ -20,8 +20,9 @@ KEYED_GET = re.compile(r"""\.get\(\s*["']""")
 #: the decoder: it reads the raw document before there is a record
 DECODER: dict[str, tuple[int, str]] = {
     "typed.py": (4, "the decoder itself: a record field's metadata (optional, omit_none, description)"),
-    "receipts/io.py": (4, "the loader's front: the raw document (schema_version, samples) before it "
-                          "is migrated and decoded"),
+    "receipts/io.py": (6, "the loader's front: the raw document (schema_version, samples) before it "
+                          "is migrated and decoded, and a matrix cell's receipt bytes peeked at "
+                          "(complete) and relabelled before they are decoded"),
 }
 
 #: not receipt data: environment variables, external tools' output, a user's TOML or options,
@@ -72,9 +73,7 @@ RECEIPT_DATA_LEFT: dict[str, tuple[int, str]] = {
     "fallbacks.py": (47, "a runner report's fallback entries and compile section as JSON: fallbacks "
                          "imports nothing (below receipts) and is shared with the runners that write "
                          "them, so it cannot take the records"),
-    "matrix/cell.py": (6, "a worker's receipt bytes peeked at (complete) and relabelled before they "
-                          "are decoded (kept as they are when they do not parse); the rest: the plan's "
-                          "sampling table (TOML), os.environ and the phase timer's seconds"),
+    "matrix/cell.py": (4, "the plan's sampling table (TOML), os.environ and the phase timer's seconds"),
 }
 
 ALLOWED = {**DECODER, **NOT_RECEIPT_DATA, **RECEIPT_DATA_LEFT}
