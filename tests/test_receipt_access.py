@@ -20,8 +20,9 @@ KEYED_GET = re.compile(r"""\.get\(\s*["']""")
 #: the decoder: it reads the raw document before there is a record
 DECODER: dict[str, tuple[int, str]] = {
     "typed.py": (4, "the decoder itself: a record field's metadata (optional, omit_none, description)"),
-    "receipts/io.py": (4, "the loader's front: the raw document (schema_version, samples) before it "
-                          "is migrated and decoded"),
+    "receipts/io.py": (6, "the loader's front: the raw document (schema_version, samples) before it "
+                          "is migrated and decoded, and a matrix cell's receipt bytes peeked at "
+                          "(complete) and relabelled before they are decoded"),
 }
 
 #: not receipt data: environment variables, external tools' output, a user's TOML or options,
@@ -41,6 +42,7 @@ NOT_RECEIPT_DATA: dict[str, tuple[int, str]] = {
     "receipts/diff.py": (1, "the diff's own dict of what the two sides declare differently"),
     "stats.py": (8, "the summary and steady-state dicts stats computes; stats imports nothing "
                     "(below receipts), so it cannot take the records"),
+    "matrix/cell.py": (4, "the plan's sampling table (TOML), os.environ and the phase timer's seconds"),
     "matrix/driver.py": (3, "the plan's [ray] table (TOML) and the phase timer's seconds"),
     "matrix/executors.py": (7, "ray.nodes(), Ray's own report"),
     "matrix/host.py": (12, "the host's lease file (the matrix's own entries) and os.environ"),
@@ -67,12 +69,8 @@ NOT_RECEIPT_DATA: dict[str, tuple[int, str]] = {
     "runners/torch_compile.py": (19, "torch's config and counters, the pin and artifact records"),
 }
 
-#: receipt data still read by key, and why it is not a record yet
-RECEIPT_DATA_LEFT: dict[str, tuple[int, str]] = {
-    "matrix/cell.py": (6, "a worker's receipt bytes peeked at (complete) and relabelled before they "
-                          "are decoded (kept as they are when they do not parse); the rest: the plan's "
-                          "sampling table (TOML), os.environ and the phase timer's seconds"),
-}
+#: receipt data still read by key, and why it is not a record yet (none: every reader takes records)
+RECEIPT_DATA_LEFT: dict[str, tuple[int, str]] = {}
 
 ALLOWED = {**DECODER, **NOT_RECEIPT_DATA, **RECEIPT_DATA_LEFT}
 

@@ -1,5 +1,8 @@
 """One cell on one host: a ``python -m benchbox run`` subprocess, its receipts back as bytes.
 
+The process is started, timed out, interrupted and reaped by :mod:`benchbox.run.child`, the
+executor the rounds in fresh processes (:mod:`benchbox.run.workers`) go through too.
+
 Both executors call :func:`execute` on the host that runs the cell (the local executor
 in its own process, Ray inside a worker), so a cell behaves the same everywhere: it
 claims its CPUs in the host registry, runs pinned to them with the GPU it was given,
@@ -10,27 +13,24 @@ rather than a path, since the driver may be on another host.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import json
 import os
 import platform
 import shutil
 import signal
-import subprocess
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchbox.harness import PhaseTimer
 from benchbox.matrix import host
 from benchbox.matrix.plan import Cell
+from benchbox.receipts.io import receipt_is_complete, relabel_receipt
+from benchbox.run import child
 from benchbox.run.options import run_argv
 
 #: seconds a cell gets to write its receipt after SIGINT (timeout or interrupt) before SIGKILL
 GRACE_S = 30.0
 LOG_TAIL = 20_000
-_PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -71,19 +71,6 @@ def command(cell: Cell, out: Path, contract_args: list[str], labels: dict[str, s
                      "runner_options": cell.runner_options, "labels": labels, "out": out})
 
 
-def _child_setup(cpus: list[int], parent: int) -> Callable[[], None]:
-    libc = ctypes.CDLL(None, use_errno=True)
-
-    def setup() -> None:
-        # die with the worker: a benchmark must not outlive the process that owns its GPU
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != parent:
-            os._exit(1)
-        if cpus:
-            os.sched_setaffinity(0, cpus)
-    return setup
-
-
 def _last_line(text: str) -> str:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     errors = [ln for ln in lines if ln.startswith("benchbox: ")]
@@ -120,19 +107,6 @@ def start_labels(job: CellJob, claim: host.Claim, gpu: host.Gpu | None, env: dic
         others = host.gpu_processes(gpu.bus_id) if gpu else None
         labels["matrix_gpu_processes_at_start"] = "unknown" if others is None else str(others)
     return labels
-
-
-def _relabel(blob: bytes, labels: dict[str, str]) -> bytes:
-    """Add end-of-run labels to a receipt's settings.labels (a receipt that does not parse is kept as is)."""
-    from benchbox.receipts.io import encode_receipt
-
-    try:
-        receipt = json.loads(blob)
-        settings = receipt.setdefault("settings", {})
-        settings["labels"] = {**(settings.get("labels") or {}), **labels}
-    except (ValueError, AttributeError, TypeError):
-        return blob
-    return encode_receipt(receipt)
 
 
 def clean_stale_work(folder: Path) -> list[str]:
@@ -182,8 +156,9 @@ def execute(job: CellJob) -> CellRun:
         overlap = registry.release(claim)
     end_labels = host.overlap_labels(claim, overlap, gpu)
     text = (work / "run.log").read_bytes()[-LOG_TAIL:].decode("utf-8", "replace")
-    receipts = {p.name: _relabel(p.read_bytes(), end_labels) for p in sorted(work.glob("receipt*.json"))}
-    complete = bool(receipts) and all(_complete(b) for b in receipts.values())
+    receipts = {p.name: relabel_receipt(p.read_bytes(), end_labels)
+                for p in sorted(work.glob("receipt*.json"))}
+    complete = bool(receipts) and all(receipt_is_complete(b) for b in receipts.values())
     if timed_out:
         reason: str | None = (f"timed out after {cell.timeout_s:g} s (stopped with SIGINT; what was "
                               "measured is kept)")
@@ -215,30 +190,14 @@ def _run_child(argv: list[str], env: dict[str, str], cpus: list[int], timeout_s:
     """Run the cell's ``benchbox run``, output into ``log_path``: (exit code, timed out, interrupted).
 
     On a time-out or a Ctrl-C the run gets one SIGINT (it keeps what it measured), and
-    SIGKILL if it does not stop within GRACE_S.
+    SIGKILL if it does not stop within GRACE_S (:func:`benchbox.run.child.wait`).
     """
-    timed_out = interrupted = False
-    rc: int | None = None
     with open(log_path, "wb") as log:
         # its own process group: a Ctrl-C reaches the driver only, which forwards one SIGINT
         # (a second one would make benchbox run drop the case in progress)
-        proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, process_group=0,
-                                preexec_fn=_child_setup(cpus, os.getpid()))
-        try:
-            rc = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-        except KeyboardInterrupt:
-            interrupted = True
-        if rc is None:  # SIGINT keeps what was measured; SIGKILL if it does not stop in time
-            proc.send_signal(signal.SIGINT)
-            try:
-                rc = proc.wait(timeout=GRACE_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                rc = proc.wait()
-    return rc, timed_out, interrupted
+        proc = child.start(argv, env=env, out=log, cpus=cpus, kill_with_parent=True)
+        ended = child.wait(proc, timeout_s, GRACE_S)
+    return ended.exit_code, ended.timed_out, ended.interrupted
 
 
 def _exit_reason(rc: int | None, complete: bool, text: str) -> str | None:
@@ -250,13 +209,6 @@ def _exit_reason(rc: int | None, complete: bool, text: str) -> str | None:
     if not complete:
         return f"exited with code {rc} without a complete receipt: {_last_line(text)}"
     return None
-
-
-def _complete(blob: bytes) -> bool:
-    try:
-        return json.loads(blob).get("complete") is True
-    except (ValueError, AttributeError):
-        return False
 
 
 def _signal_name(n: int) -> str:

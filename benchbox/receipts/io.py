@@ -73,6 +73,27 @@ def encode_receipt(receipt: Receipt | dict[str, Any]) -> bytes:
         return json.dumps(plain(doc), separators=(",", ":"), allow_nan=False).encode()
 
 
+def relabel_receipt(blob: bytes, labels: dict[str, str]) -> bytes:
+    """The receipt ``blob`` with ``labels`` added to its settings.labels, before it is decoded
+    (a matrix cell's end-of-run labels); a blob that does not parse is kept as it is."""
+    try:
+        receipt = json.loads(blob)
+        settings = receipt.setdefault("settings", {})
+        settings["labels"] = {**(settings.get("labels") or {}), **labels}
+    except (ValueError, AttributeError, TypeError):
+        return blob
+    return encode_receipt(receipt)
+
+
+def receipt_is_complete(blob: bytes) -> bool:
+    """Whether the receipt ``blob`` says it is complete, peeked at before it is decoded (False
+    when it does not parse)."""
+    try:
+        return json.loads(blob).get("complete") is True
+    except (ValueError, AttributeError):
+        return False
+
+
 def max_samples_per_row(rows: int) -> int:
     """The most samples per row a run of ``rows`` (runner, case) rows may take so that its
     receipt stays under the read limit, with every number as wide as a sample can be."""

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import benchbox
 from benchbox.errors import FieldError, Setting, UsageError
+from benchbox.run import child
 from benchbox.run.lifeline import FD_VARIABLE, LIFELINE_VARIABLE, PARENT_VARIABLE
 from benchbox.run.outcome import RunOutcome
 from benchbox.run.output import Output, out_paths
@@ -125,9 +126,8 @@ def _run_round(cfg: RunConfig, label: str, output_file: Path, reporter: Reporter
     life_r, life_w = os.pipe()  # this process alone holds life_w: it closes when this process dies
     try:
         with open(output_file, "ab") as out:
-            proc = subprocess.Popen([sys.executable, "-m", "benchbox.run.worker"], stdin=subprocess.PIPE,
-                                    stdout=out, stderr=out, pass_fds=(w, life_r),
-                                    env=_worker_env(w, life_r), start_new_session=True)
+            proc = child.start([sys.executable, "-m", "benchbox.run.worker"], env=_worker_env(w, life_r),
+                               out=out, stdin_data=True, pass_fds=(w, life_r), new_session=True)
     except BaseException:
         os.close(r)
         os.close(life_w)
@@ -147,21 +147,14 @@ def _follow(proc: subprocess.Popen[bytes], data: bytes, r: int, label: str, repo
     forward.proc = proc
     ended = _Round()
     try:
-        assert proc.stdin is not None
-        try:
-            proc.stdin.write(data)
-            proc.stdin.close()
-        except BrokenPipeError:
-            pass
+        child.feed(proc, data)
         with os.fdopen(r, "r", encoding="utf-8", errors="replace") as events:
             for line in events:
                 _event(line, label, ended, reporter)
         ended.exit_code = proc.wait()
     finally:
         forward.proc = None
-        if proc.poll() is None:  # an error here: the worker must not outlive the rounds
-            proc.kill()
-            proc.wait()
+        child.reap(proc)  # after an error here too: the worker must not outlive the rounds
     return ended
 
 
