@@ -172,8 +172,13 @@ def head_checkout(args: argparse.Namespace) -> Path:
         import shutil
 
         copy = Path(tempfile.mkdtemp(prefix="benchbox-ci-false-alarms-head-checkout-")) / "head"
-        shutil.copytree(REPO, copy, ignore=shutil.ignore_patterns(".git", ".venv", "__pycache__", "receipts",
-                                                                  "kept", "*.tgz"))
+        skip = shutil.ignore_patterns(".git", ".venv", "__pycache__", "kept", "*.tgz")
+
+        def ignore(folder: str, names: list[str]) -> set[str]:  # the top-level receipts/ only:
+            top = Path(folder) == REPO  # benchbox/receipts is a package
+            return set(skip(folder, names)) | ({"receipts"} & set(names) if top else set())
+
+        shutil.copytree(REPO, copy, ignore=ignore)
         args.copy_head_dir = str(copy)
     return Path(args.copy_head_dir)
 

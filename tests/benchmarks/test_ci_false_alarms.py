@@ -119,3 +119,20 @@ def test_a_confirmation_keeps_the_samples_of_each_process() -> None:
     sub = with_processes(args, 60)
     assert (sub.repeats, sub.samples, sub.warmup) == (60, 4800, 10)
     assert (args.repeats, args.samples) == (5, 400)
+
+
+def test_the_head_copy_keeps_every_package_and_leaves_out_the_top_level_receipts() -> None:
+    import argparse
+    import shutil
+
+    from benchmarks.ci_false_alarms import REPO, head_checkout
+
+    copy = head_checkout(argparse.Namespace(copy_head=True, copy_head_dir=None))
+    try:
+        assert copy != REPO
+        packages = {p.parent.relative_to(REPO) for p in (REPO / "benchbox").rglob("__init__.py")
+                    if "__pycache__" not in p.parts}
+        assert packages and all((copy / p / "__init__.py").is_file() for p in packages)
+        assert not (copy / ".git").exists() and not (copy / "receipts").exists()
+    finally:
+        shutil.rmtree(copy.parent, ignore_errors=True)
