@@ -438,15 +438,18 @@ def replications_needed(base: Replicates, head: Replicates, effect: float, alpha
     sides = _variances(base, head, prior_sd, fallback_sd)
     if sides is None or effect <= 0:
         return None
+    from scipy.stats import t
+
     vb, vh = sides[0][0], sides[1][0]
-    target = math.log1p(effect)
-    for k in range(2, MOST_REPLICATES + 1):
-        se2 = (vb + vh) / k
-        den = ((vb / k) ** 2 + (vh / k) ** 2) / (k - 1)
-        df = se2 ** 2 / den if den > 0 else math.inf
-        if _t_sum(df, alpha, power) * math.sqrt(se2) <= target:
-            return k
-    return None
+    k = np.arange(2, MOST_REPLICATES + 1, dtype=float)
+    se2 = (vb + vh) / k
+    den = ((vb / k) ** 2 + (vh / k) ** 2) / (k - 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = np.where(den > 0, se2 ** 2 / np.where(den > 0, den, 1.0), np.inf)
+    # every candidate count at once (one scipy call, not two per count): the same t quantiles
+    crit = t.ppf(1.0 - alpha / 2, df) + t.ppf(power, df)
+    enough = np.flatnonzero(crit * np.sqrt(se2) <= math.log1p(effect))
+    return int(k[enough[0]]) if enough.size else None
 
 def steady_state_rounds(rounds: Sequence[Sequence[int]], shift: float = SETTLE_SHIFT,
                         level: float = CI_LEVEL) -> dict[str, Any]:
