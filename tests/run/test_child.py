@@ -60,11 +60,19 @@ def test_a_process_that_ignores_sigint_is_killed_after_the_grace(tmp_path: Path,
 @pytest.mark.parametrize("kind", ["cell", "round"])
 def test_a_keyboard_interrupt_while_waiting_stops_the_process_with_one_sigint(tmp_path: Path, kind: str
                                                                               ) -> None:
-    proc = _start(kind, "catch", tmp_path / "out")
-    time.sleep(0.5)
-    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
-    ended = child.wait(proc, 30.0, grace_s=10.0)
-    assert ended == child.Ended(7, interrupted=True)
+    # Python's own Ctrl-C handler, SIGINT unblocked, and the signal sent to the main thread: the
+    # state an interactive parent is in, whatever an earlier test or library left behind
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    blocked = signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+    try:
+        proc = _start(kind, "catch", tmp_path / "out")
+        time.sleep(0.5)
+        threading.Timer(0.5, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT)).start()
+        ended = child.wait(proc, 30.0, grace_s=10.0)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        signal.signal(signal.SIGINT, previous)
+    assert ended == child.Ended(7, interrupted=True), f"handler before {previous!r}, blocked {blocked}"
     if kind == "round":
         assert (tmp_path / "out").read_text() == "payload started\n"
 
