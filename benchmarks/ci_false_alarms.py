@@ -144,7 +144,27 @@ def scenario(name: str, rep: int | str, tmp: Path, args: argparse.Namespace, slo
     else:
         with Busy(name.startswith("shared-load")):  # one load for the whole pair
             base, head = _interleaved(name, rep, tmp, args, slow)
-    return _judged(diff_files(base, head, _options(args)))
+    first = diff_files(base, head, _options(args))
+    if first.exit_code != 1 or not args.recheck or args.design != "interleaved":
+        return _judged(first)
+    # the recipe's recheck: a second, independent set of processes; a row fails only if both find it
+    with Busy(name.startswith("shared-load")):
+        base2, head2 = _interleaved(name, f"{rep}-recheck", tmp, args, slow)
+    second = diff_files(base2, head2, _options(args))
+    code, lines = recipe_recheck().confirmed(first.to_dict(), second.to_dict())
+    return {**_judged(first), "exit_code": code, "first_exit_code": 1,
+            "recheck": {**_judged(second), "lines": lines}}
+
+
+def recipe_recheck() -> Any:
+    """The CI recipe's recheck rule (``examples/ci/recheck.py``), the one file both use."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("recheck", REPO / "examples" / "ci" / "recheck.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _interleaved(name: str, rep: int | str, tmp: Path, args: argparse.Namespace,
@@ -275,7 +295,7 @@ def rediff(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     codes = Counter(r["exit_code"] for r in runs)
     return {"reps": len(runs), "exit_1": codes.get(1, 0), "exit_3": codes.get(3, 0),
-            "exit_0": codes.get(0, 0),
+            "exit_0": codes.get(0, 0), "rechecked": sum(1 for r in runs if "recheck" in r),
             "runs_with_a_slower_row": sum(1 for r in runs if r["verdicts"].get("slower")), "runs": runs}
 
 
@@ -310,6 +330,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", type=Path, default=None, metavar="DIR",
                     help="keep every receipt in DIR (for --rediff later)")
     ap.add_argument("--scenario", action="append", choices=SCENARIOS, default=[])
+    ap.add_argument("--no-recheck", dest="recheck", action="store_false",
+                    help="judge a pair by its first diff alone (the recipe with BENCHBOX_RECHECK=0); by "
+                         "default a regression is measured again with a second set of processes and "
+                         "fails only if that finds it too, as the recipe does")
     ap.add_argument("--confirm", type=int, default=0, metavar="N",
                     help="after each +slow scenario, run it N times more with the processes a side its "
                          "unresolved diffs named (the median of their largest), and count detections")

@@ -47,7 +47,7 @@ def resolution_text(d: DiffResult) -> str | None:
     if res["rows_over_threshold"]:
         need = res["needed"]
         text += (f"; {res['rows_over_threshold']} row(s) cannot resolve ±{th:.0%}: "
-                 + (f"{need} processes a side would" if need else
+                 + (f"{need} processes a side would resolve it" if need else
                     "more processes than is practical would be needed (or the spread is unknown)"))
     else:
         text += f"; every judged row resolves ±{th:.0%}"

@@ -11,6 +11,9 @@
 # from the artifact appears only in a fenced code block, relative paths, no backticks) and
 # exits with the gate's code: benchbox diff's (0 no regression, 1 regression, 2 refused or
 # unusable input, 3 nothing judged or a row unreliable), or 2 when there are no receipts.
+# Where the measuring job rechecked a regression (base-recheck.json and head-recheck.json, a
+# second independent set of processes), a row fails only when both sets judge it a regression
+# (examples/ci/recheck.py, as bench.sh decides it).
 set -uo pipefail
 
 out=$1
@@ -37,6 +40,17 @@ fi
 code=$?
 if [ ! -s "$out/verdict.body" ]; then
   { printf '### benchbox: comparison refused\n\n'; fenced < "$out/verdict.err"; } > "$out/verdict.body"
+fi
+if [ "$code" -eq 1 ] && [ -f "$out/base-recheck.json" ] && [ -f "$out/head-recheck.json" ]; then
+  for suffix in "" "-recheck"; do
+    (cd "$out" && env -u GITHUB_STEP_SUMMARY $benchbox diff "base$suffix.json" "head$suffix.json" \
+      --format json "$@") > "$out/verdict$suffix.json" 2> /dev/null
+  done
+  python3 "$(dirname "${BASH_SOURCE[0]}")/recheck.py" "$out/verdict.json" "$out/verdict-recheck.json" \
+    > "$out/verdict-recheck.md" 2> "$out/verdict-recheck.err"
+  code=$?
+  { echo; cat "$out/verdict-recheck.md"; [ -s "$out/verdict-recheck.err" ] && fenced < "$out/verdict-recheck.err"
+    } >> "$out/verdict.body"
 fi
 { echo '<!-- benchbox-diff -->'; cat "$out/verdict.body"; } > "$report"
 exit "$code"

@@ -43,10 +43,16 @@ def test_the_interleaved_design_alternates_sides_and_joins_each_side_as_rounds(
     from benchbox.receipts import load_receipt
 
     keep = tmp_path / "keep"
-    rc = main(["--reps", "1", "--samples", "30", "--repeats", "3", "--warmup", "1", "--case", "invoice",
-               "--scenario", "rest+slow", "--threads", "1", "--keep", str(keep),
+    # HEAD 20 ms slower (×5): the first set finds it, so the recipe's recheck runs a second set
+    rc = main(["--reps", "1", "--samples", "90", "--repeats", "3", "--warmup", "1", "--case", "invoice",
+               "--scenario", "rest+slow", "--threads", "1", "--slowdown-us", "20000", "--keep", str(keep),
                "--out", str(tmp_path / "r.json")])
     assert rc == 0
+    (pair,) = json.loads((tmp_path / "r.json").read_text())["rest+slow"]["runs"]
+    assert pair["first_exit_code"] == 1 and pair["recheck"]["exit_code"] == 1 and pair["exit_code"] == 1
+    assert any("**confirmed**" in line for line in pair["recheck"]["lines"])
+    assert sorted(f.name for f in keep.glob("rest+slow-0-recheck-*-[0-9].json")) == [
+        f"rest+slow-0-recheck-{side}-{i}.json" for side in ("base", "head") for i in range(3)]
     runs = {f"{side}-{i}": load_receipt(keep / f"rest+slow-0-{side}-{i}.json")
             for side in ("base", "head") for i in range(3)}
     # the runs follow one another: the order their receipts were last written in is theirs
@@ -58,7 +64,7 @@ def test_the_interleaved_design_alternates_sides_and_joins_each_side_as_rounds(
         assert [c["receipt"] for c in joined.settings["combined_from"]] == [f"rest+slow-0-{side}-{i}.json"
                                                                           for i in range(3)]
         assert [len(r.round_sizes or ()) for r in joined.results] == [3]
-        assert all(n == 10 for n in joined.results[0].round_sizes)
+        assert all(n == 30 for n in joined.results[0].round_sizes)
     slow = json.loads((tmp_path / "r.json").read_text())["slowdown_us"]
     assert all((runs[f"head-{i}"].task.options or {}).get("slowdown_us") == slow for i in range(3))
     assert all(not (runs[f"base-{i}"].task.options or {}).get("slowdown_us") for i in range(3))

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support import REPO
 
 SCRIPT = REPO / "examples" / "ci" / "bench.sh"
@@ -80,3 +82,81 @@ def test_a_compiled_artifact_beside_the_baseline_is_loaded_by_the_head_runs(tmp_
     comp = row["runner_report"]["compile"]
     assert comp["artifact"]["used"] == "loaded", comp.get("artifact")
     assert comp["pin"]["summary"].startswith("reused from artifact")
+
+
+#: a checkout's own task: the decision task whose serialize sleeps SLOWDOWN_US more per call
+SLOW_CASE = '''from benchbox.tasks.decision.task import OPTIONS
+from tests.faulty_decision import TEST_OPTIONS, FaultyDecisionTask
+
+
+class Task(FaultyDecisionTask):
+    declared_options = {{**OPTIONS, **TEST_OPTIONS, "slowdown_us": (int, {us}, "this checkout's")}}
+'''
+RECHECK = REPO / "examples" / "ci" / "recheck.py"
+
+
+@pytest.fixture(scope="module")
+def slowed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The recipe on two checkouts whose task differs: head's serialize sleeps 20 ms more."""
+    root = tmp_path_factory.mktemp("recheck")
+    for side, us in (("base", 0), ("head", 20000)):
+        (root / side).mkdir()
+        (root / side / "slowcase.py").write_text(SLOW_CASE.format(us=us))
+    env = {**os.environ, "BENCHBOX": f"{shlex.quote(sys.executable)} -m benchbox", "BENCHBOX_ROUNDS": "2",
+           "PYTHONPATH": str(REPO)}
+    env.pop("GITHUB_STEP_SUMMARY", None)
+    p = subprocess.run(["bash", str(SCRIPT), str(root / "base"), str(root / "head"), str(root / "out"),
+                        "--task", "slowcase:Task", "--runner", "torch-eager", "--case", "invoice",
+                        "--samples", "30", "--warmup", "1"], env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr
+    return root / "out"
+
+
+def test_a_regression_is_measured_again_and_fails_when_the_second_set_finds_it_too(slowed: Path) -> None:
+    assert sorted(f.name for f in slowed.glob("*-recheck-[0-9].json")) == [
+        "base-recheck-1.json", "base-recheck-2.json", "head-recheck-1.json", "head-recheck-2.json"]
+    first = json.loads((slowed / "diff.json").read_text())
+    second = json.loads((slowed / "diff-recheck.json").read_text())
+    assert first["exit_code"] == 1 and second["exit_code"] == 1
+    assert second["head"] == "head-recheck.json"
+    report = (slowed / "diff.md").read_text()
+    assert "Rechecked by a second, independent set of processes" in report
+    assert "torch-eager × invoice: first slower ×" in report and "— **confirmed**" in report
+    assert (slowed / "diff-exit").read_text().strip() == "1"
+
+
+def test_a_regression_the_second_set_does_not_find_is_not_reported(slowed: Path, tmp_path: Path) -> None:
+    # the second set as one that did not find it: base against base's second set, identical code
+    p = subprocess.run([sys.executable, "-m", "benchbox", "diff", "base.json", "base-recheck.json",
+                        "--format", "json"], cwd=slowed, capture_output=True, text=True)
+    (tmp_path / "none.json").write_text(p.stdout)
+    assert json.loads(p.stdout)["exit_code"] in (0, 3)
+    r = subprocess.run([sys.executable, str(RECHECK), str(slowed / "diff.json"), str(tmp_path / "none.json")],
+                       capture_output=True, text=True)
+    assert r.returncode == json.loads(p.stdout)["exit_code"] and "— not confirmed" in r.stdout
+    assert "no regression confirmed" in r.stdout
+
+
+def test_the_verdict_job_applies_the_same_recheck(slowed: Path, tmp_path: Path) -> None:
+    receipts = tmp_path / "receipts"
+    receipts.mkdir()
+    for name in ("base.json", "head.json", "base-recheck.json", "head-recheck.json"):
+        (receipts / name).write_bytes((slowed / name).read_bytes())
+    env = {**os.environ, "BENCHBOX": f"{shlex.quote(sys.executable)} -m benchbox", "PYTHONPATH": str(REPO)}
+    env.pop("GITHUB_STEP_SUMMARY", None)
+    verdict = REPO / "examples" / "ci" / "verdict.sh"
+    p = subprocess.run(["bash", str(verdict), str(receipts)], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 1 and "— **confirmed**" in (receipts / "verdict.md").read_text()
+    # the second set's head replaced by its base (identical code): the first set's finding stands alone
+    (receipts / "head-recheck.json").write_bytes((slowed / "base-recheck.json").read_bytes())
+    p = subprocess.run(["bash", str(verdict), str(receipts)], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode in (0, 3) and "— not confirmed" in (receipts / "verdict.md").read_text()
+
+
+@pytest.mark.parametrize("args", [[], ["nothing.json", "nothing.json"]])
+def test_recheck_says_in_one_line_what_it_cannot_read(args: list[str], tmp_path: Path) -> None:
+    r = subprocess.run([sys.executable, str(RECHECK), *args], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
