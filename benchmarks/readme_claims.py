@@ -133,6 +133,21 @@ def ci_recipe_on_two_cores() -> tuple[str, ...]:
             str(slow["runs_with_a_slower_row"]), str(slow["reps"]), str(unresolved), str(rest["reps"]))
 
 
+def ci_recheck_at_rest() -> tuple[str, ...]:
+    """Pairs at rest whose first set exited 1, and those that still exit 1 with the recheck."""
+    sets = [_json(f)["rest"] for f in ("benchmarks/results-ci-false-alarms-processes.json",
+                                       "benchmarks/results-ci-false-alarms-rest-load-cpu.json",
+                                       "benchmarks/results-ci-false-alarms-recheck-cpu.json")]
+    runs = [r for s in sets for r in s["runs"]]
+    first = sum(r.get("first_exit_code", r["exit_code"]) == 1 for r in runs)
+    # pairs measured before the recheck existed: an alarm counts as confirmed if any other pair at
+    # rest (an independent set of processes of identical code) judged a row slower too
+    slower = [i for i, r in enumerate(runs) if r["verdicts"].get("slower", 0)]
+    after = sum(r["exit_code"] == 1 and ("recheck" in r or any(j != i for j in slower))
+                for i, r in enumerate(runs))
+    return str(first), str(len(runs)), str(after), str(len(runs))
+
+
 def noise_remedies_cpu() -> tuple[str, ...]:
     c = _json("benchmarks/results-noise-remedies-cpu.json")["configs"]
     return tuple(f"{c[n]['components']['public_task_call_wall']['between_processes']:.2f}"
@@ -383,6 +398,11 @@ CLAIMS: tuple[Claim, ...] = (
           r"identical code `unresolved` in (\d+) of (\d+)",
           "benchmarks/results-ci-false-alarms-processes.json (rest, rest+slow, kept receipts diffed again)",
           ci_recipe_on_two_cores),
+    Claim("the CI recipe's recheck at rest", "README.md",
+          r"identical code failed the first set in (\d+) of (\d+) pairs at rest and the job, with the "
+          r"recheck[^,]*, in (\d+) of (\d+)",
+          "benchmarks/results-ci-false-alarms-{processes,rest-load-cpu,recheck-cpu}.json (rest)",
+          ci_recheck_at_rest),
     Claim("quietening remedies on the 2-core machine", "README.md",
           r"one intra-op thread brought that sd from ([\d.]+) to ([\d.]+)",
           "benchmarks/results-noise-remedies-cpu.json (between_processes)", noise_remedies_cpu),
