@@ -48,7 +48,8 @@ def resolution_text(d: DiffResult) -> str | None:
         need = res["needed"]
         text += (f"; {res['rows_over_threshold']} row(s) cannot resolve ±{th:.0%}: "
                  + (f"{need} processes a side would resolve it" if need else
-                    "resolving them all would take more processes than is practical (or the spread is unknown)"))
+                    "resolving them all would take more processes than is practical "
+                    "(or the spread is unknown)"))
     else:
         text += f"; every judged row resolves ±{th:.0%}"
     return text
