@@ -150,7 +150,11 @@ def scenario(name: str, rep: int | str, tmp: Path, args: argparse.Namespace, slo
     # the recipe's recheck: a second, independent set of processes; a row fails only if both find it
     with Busy(name.startswith("shared-load")):
         base2, head2 = _interleaved(name, f"{rep}-recheck", tmp, args, slow)
-    second = diff_files(base2, head2, _options(args))
+    return _rechecked(first, diff_files(base2, head2, _options(args)))
+
+
+def _rechecked(first: Any, second: Any) -> dict[str, Any]:
+    """A first set's exit-1 diff judged again with a second set's, by the recipe's rule."""
     code, lines = recipe_recheck().confirmed(first.to_dict(), second.to_dict())
     return {**_judged(first), "exit_code": code, "first_exit_code": 1,
             "recheck": {**_judged(second), "lines": lines}}
@@ -264,7 +268,8 @@ def confirm(name: str, runs: list[dict[str, Any]], tmp: Path, args: argparse.Nam
 
 
 def rediff(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """The scenarios judged again from kept receipts (NAME-REP-base/head.json) by this benchbox."""
+    """The scenarios judged again from kept receipts (NAME-REP-base/head.json) by this benchbox,
+    with the recipe's recheck where a pair's first set exits 1 and its recheck receipts were kept."""
     from benchbox.receipts.diff import ComparisonRefused
 
     out: dict[str, Any] = {}
@@ -272,24 +277,34 @@ def rediff(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
     for name in args.scenario or SCENARIOS:
         runs = []
         for rep in range(args.reps):
-            base, head = folder / f"{name}-{rep}-base.json", folder / f"{name}-{rep}-head.json"
-            per_run = {side: sorted(folder.glob(f"{name}-{rep}-{side}-[0-9]*.json"),
-                                    key=lambda p: int(p.stem.rsplit("-", 1)[1])) for side in ("base", "head")}
-            if per_run["base"] and per_run["head"]:  # interleaved: join the runs again with this benchbox
-                try:
-                    base = _joined(per_run["base"], joined / base.name)
-                    head = _joined(per_run["head"], joined / head.name)
-                except Exception:  # noqa: BLE001 - a run copied before it finished: not a pair
-                    continue
-            if not (base.exists() and head.exists()):
+            pair = _kept_pair(folder, f"{name}-{rep}", joined)
+            if pair is None:
                 continue
             try:
-                runs.append(_judged(diff_files(base, head, _options(args))))
+                first = diff_files(*pair, _options(args))
+                again = _kept_pair(folder, f"{name}-{rep}-recheck", joined) if first.exit_code == 1 else None
+                runs.append(_judged(first) if again is None
+                            else _rechecked(first, diff_files(*again, _options(args))))
             except ComparisonRefused:  # a receipt kept before its run finished: not a pair
                 continue
         if runs:
             out[name] = summarize(runs)
     return out
+
+
+def _kept_pair(folder: Path, stem: str, joined: Path) -> tuple[Path, Path] | None:
+    """BASE and HEAD receipts of one kept set (STEM-base/head.json): an interleaved set's runs
+    joined again with this benchbox, or the joined receipts as kept; None when there are none."""
+    base, head = folder / f"{stem}-base.json", folder / f"{stem}-head.json"
+    per_run = {side: sorted(folder.glob(f"{stem}-{side}-[0-9]*.json"),
+                            key=lambda p: int(p.stem.rsplit("-", 1)[1])) for side in ("base", "head")}
+    if per_run["base"] and per_run["head"]:  # interleaved: join the runs again with this benchbox
+        try:
+            base = _joined(per_run["base"], joined / base.name)
+            head = _joined(per_run["head"], joined / head.name)
+        except Exception:  # noqa: BLE001 - a run copied before it finished: not a pair
+            return None
+    return (base, head) if base.exists() and head.exists() else None
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:

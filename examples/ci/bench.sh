@@ -15,7 +15,9 @@
 # alternating runs is made again (a second, independent set: base-recheck.json and
 # head-recheck.json) and a row is a regression only when both sets judge it one
 # (examples/ci/recheck.py), so identical code fails with about α² instead of α. Set
-# BENCHBOX_RECHECK=0 to report the first set's verdict alone.
+# BENCHBOX_RECHECK=0 to report the first set's verdict alone. With a committed baseline both
+# sets compare against it, so only head is measured twice. If a recheck run fails, the first
+# set's report and verdict (exit 1) stand, with the failure appended.
 #
 # Writes OUT_DIR/base.json, OUT_DIR/head.json, OUT_DIR/diff.md (always: the report, or why
 # there is none) and OUT_DIR/diff-exit (the verdict's exit code: 0 no regression,
@@ -49,6 +51,13 @@ fenced() {  # text on stdin -> a fenced code block: paths relative, no backticks
 
 report_failure() {  # why, log text: the step summary and the PR comment say why there is no diff
   printf '%s\n' "$2" > "$out/failure.txt"
+  if [ -n "${rechecking:-}" ]; then  # the first set's report and verdict stand, unconfirmed
+    { printf '\n#### The recheck did not complete\n\n%s The first set'"'"'s verdict stands.\n\n' "$1"
+      printf '%s\n' "$2" | fenced; } >> "$out/diff.body"
+    { echo '<!-- benchbox-diff -->'; cat "$out/diff.body"; } > "$out/diff.md"
+    echo 1 > "$out/diff-exit"
+    exit 0
+  fi
   { printf '<!-- benchbox-diff -->\n### benchbox: no comparison\n\n%s\n\n' "$1"
     printf '%s\n' "$2" | fenced; } > "$out/diff.md"
   echo 2 > "$out/diff-exit"
@@ -110,6 +119,7 @@ measure "" ""
 judge ""
 code=$?
 if [ "$code" -eq 1 ] && [ "${BENCHBOX_RECHECK:-1}" != 0 ]; then
+  rechecking=1
   measure "recheck-" "-recheck"
   [ -f "$out/baseline.json" ] && cp "$out/baseline.json" "$out/base-recheck.json"
   judge "-recheck"

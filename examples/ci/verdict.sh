@@ -13,7 +13,8 @@
 # unusable input, 3 nothing judged or a row unreliable), or 2 when there are no receipts.
 # Where the measuring job rechecked a regression (base-recheck.json and head-recheck.json, a
 # second independent set of processes), a row fails only when both sets judge it a regression
-# (examples/ci/recheck.py, as bench.sh decides it).
+# (examples/ci/recheck.py, as bench.sh decides it). $BENCHBOX_DIFF_ARGS (set it for the whole
+# workflow) is passed to every diff here as bench.sh passes it, so both jobs judge alike.
 set -uo pipefail
 
 out=$1
@@ -35,7 +36,8 @@ if [ ! -f "$out/base.json" ] || [ ! -f "$out/head.json" ]; then
 fi
 
 # run in RECEIPTS_DIR, so the report names the receipts base.json and head.json, not runner paths
-(cd "$out" && env -u GITHUB_STEP_SUMMARY $benchbox diff base.json head.json --format markdown "$@") \
+(cd "$out" && env -u GITHUB_STEP_SUMMARY $benchbox diff base.json head.json --format markdown \
+  ${BENCHBOX_DIFF_ARGS:-} "$@") \
   > "$out/verdict.body" 2> "$out/verdict.err"
 code=$?
 if [ ! -s "$out/verdict.body" ]; then
@@ -44,13 +46,17 @@ fi
 if [ "$code" -eq 1 ] && [ -f "$out/base-recheck.json" ] && [ -f "$out/head-recheck.json" ]; then
   for suffix in "" "-recheck"; do
     (cd "$out" && env -u GITHUB_STEP_SUMMARY $benchbox diff "base$suffix.json" "head$suffix.json" \
-      --format json "$@") > "$out/verdict$suffix.json" 2> /dev/null
+      --format json ${BENCHBOX_DIFF_ARGS:-} "$@") > "$out/verdict$suffix.json" 2> /dev/null
   done
   python3 "$(dirname "${BASH_SOURCE[0]}")/recheck.py" "$out/verdict.json" "$out/verdict-recheck.json" \
     > "$out/verdict-recheck.md" 2> "$out/verdict-recheck.err"
   code=$?
   { echo; cat "$out/verdict-recheck.md"; [ -s "$out/verdict-recheck.err" ] && fenced < "$out/verdict-recheck.err"
     } >> "$out/verdict.body"
+fi
+if [ -s "$out/failure.txt" ] && [ ! -f "$out/head-recheck.json" ]; then  # a recheck that did not complete
+  { printf '\n#### The measuring job'"'"'s recheck did not complete; the last lines of its log:\n\n'
+    fenced < "$out/failure.txt"; } >> "$out/verdict.body"
 fi
 { echo '<!-- benchbox-diff -->'; cat "$out/verdict.body"; } > "$report"
 exit "$code"

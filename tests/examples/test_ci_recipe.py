@@ -162,3 +162,30 @@ def test_the_verdict_job_applies_the_same_recheck(slowed: Path, tmp_path: Path) 
 def test_recheck_says_in_one_line_what_it_cannot_read(args: list[str], tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, str(RECHECK), *args], capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def test_a_recheck_that_fails_leaves_the_first_report_and_its_regression_standing(tmp_path: Path) -> None:
+    # head's task fails to load in any run whose receipt is a recheck's: the second set never completes
+    fails = ("import sys\nif any('-recheck-' in a for a in sys.argv):\n"
+             "    raise RuntimeError('no recheck here')\n")
+    for side, us in (("base", 0), ("head", 20000)):
+        (tmp_path / side).mkdir()
+        text = (fails if side == "head" else "") + SLOW_CASE.format(us=us)
+        (tmp_path / side / "slowcase.py").write_text(text)
+    env = {**os.environ, "BENCHBOX": f"{shlex.quote(sys.executable)} -m benchbox", "BENCHBOX_ROUNDS": "3",
+           "PYTHONPATH": str(REPO)}
+    env.pop("GITHUB_STEP_SUMMARY", None)
+    out = tmp_path / "out"
+    p = subprocess.run(["bash", str(SCRIPT), str(tmp_path / "base"), str(tmp_path / "head"), str(out),
+                        "--task", "slowcase:Task", "--runner", "torch-eager", "--case", "invoice",
+                        "--samples", "30", "--warmup", "1"], env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr
+    assert json.loads((out / "diff.json").read_text())["exit_code"] == 1
+    report = (out / "diff.md").read_text()
+    assert "slower" in report and "The recheck did not complete" in report and "no recheck here" in report
+    assert (out / "diff-exit").read_text().strip() == "1" and not (out / "head-recheck.json").exists()
+    # the verdict job: the first set's regression, and that the recheck did not complete
+    v = subprocess.run(["bash", str(REPO / "examples" / "ci" / "verdict.sh"), str(out)], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert v.returncode == 1 and "recheck did not complete" in (out / "verdict.md").read_text()
