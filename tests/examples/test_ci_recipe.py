@@ -93,13 +93,19 @@ class Task(FaultyDecisionTask):
     declared_options = {{**OPTIONS, **TEST_OPTIONS, "slowdown_us": (int, {us}, "this checkout's")}}
 '''
 RECHECK = REPO / "examples" / "ci" / "recheck.py"
+#: head's slowdown in the recheck tests (see ``slowed``)
+SLOWDOWN_US = 60000
 
 
 @pytest.fixture(scope="module")
 def slowed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The recipe on two checkouts whose task differs: head's serialize sleeps 20 ms more."""
+    """The recipe on two checkouts whose task differs: head's serialize sleeps 60 ms more.
+
+    Far more than the call (5–10 ms here): the row probe is slower in the processes of code that
+    sleeps (×1.1–1.5, BENCHMARKS §4 "A limit"), and the adjustment for it took a ×3.4–4.2
+    slowdown of 20 ms for the machine's in 2 of 7 sets."""
     root = tmp_path_factory.mktemp("recheck")
-    for side, us in (("base", 0), ("head", 20000)):
+    for side, us in (("base", 0), ("head", SLOWDOWN_US)):
         (root / side).mkdir()
         (root / side / "slowcase.py").write_text(SLOW_CASE.format(us=us))
     # three processes a side: with two, Welch's t has about one degree of freedom and even ×6 can
@@ -168,7 +174,7 @@ def test_a_recheck_that_fails_leaves_the_first_report_and_its_regression_standin
     # head's task fails to load in any run whose receipt is a recheck's: the second set never completes
     fails = ("import sys\nif any('-recheck-' in a for a in sys.argv):\n"
              "    raise RuntimeError('no recheck here')\n")
-    for side, us in (("base", 0), ("head", 20000)):
+    for side, us in (("base", 0), ("head", SLOWDOWN_US)):
         (tmp_path / side).mkdir()
         text = (fails if side == "head" else "") + SLOW_CASE.format(us=us)
         (tmp_path / side / "slowcase.py").write_text(text)
