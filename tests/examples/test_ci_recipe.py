@@ -101,7 +101,7 @@ SLOWDOWN_US = 60000
 def slowed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The recipe on two checkouts whose task differs: head's serialize sleeps 60 ms more.
 
-    Far more than the call (5–10 ms here): the row probe is slower in the processes of code that
+    Far more than the call (4–11 ms a call here): the row probe is slower in the processes of code that
     sleeps (×1.1–1.5, BENCHMARKS §4 "A limit"), and the adjustment for it took a ×3.4–4.2
     slowdown of 20 ms for the machine's in 2 of 7 sets."""
     root = tmp_path_factory.mktemp("recheck")
