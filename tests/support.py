@@ -54,6 +54,7 @@ def synthetic_receipt(rows: dict, *, repeats: int = 1, environment: dict | None 
     import numpy as np
 
     from benchbox import stats
+    from benchbox.harness import control
     from benchbox.receipts.model import decode_receipt
 
     doc = json.loads(GOLDEN.read_text())
@@ -86,7 +87,7 @@ def synthetic_receipt(rows: dict, *, repeats: int = 1, environment: dict | None 
         results.append(row)
     doc["task"]["cases"] = list(cases.values())
     doc["results"] = results
-    named = {"control": {"name": "json-sort-v1", "row_probe": "sort-200k-v1"}} if probes else {}
+    named = {"control": {"name": "json-sort-v1", "row_probe": control.PROBE}} if probes else {}
     bare = [{"pid": 1000 + i, **named} for i in range(most)]
     doc["processes"] = processes if processes is not None else bare
     return decode_receipt(doc, "synthetic")

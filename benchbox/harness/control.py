@@ -7,13 +7,17 @@ caches), not a change to the task or runner. So a diff can tell machine drift fr
 change: when the control moved beyond the threshold, the row is ``unreliable (machine)``
 (:func:`benchbox.receipts.conditions.control_difference`).
 
-The **row probe** (:func:`probe`) is the second half: a fixed piece of memory-bound work (sort
-a copy of 200,000 fixed doubles, 1.6 MB: more than a core's L2) timed a few times right before
-and right after each row's samples. A shared host's speed for such work moves over seconds —
-other tenants filling the last-level cache and the memory bus — and a model's call moves with
-it, while cache-resident work such as the control above hardly does (on a 2-core cloud VM: a
-tiny model's call ×2.4 between processes, this probe ×1.6 alongside it, the JSON control
-±3%). The diff adjusts each row's processes for it (:func:`benchbox.stats.adjusted_log_ratio`).
+The **process probe** (:func:`probe`) is the second half: a fixed piece of memory-bound work
+(sort a copy of 200,000 fixed doubles, 1.6 MB: more than a core's L2) timed at the process's
+start, beside the control, before the code under test is first called. A shared host's speed
+for such work moves over seconds — other tenants filling the last-level cache and the memory
+bus — and a model's call moves with it, while cache-resident work such as the control above
+hardly does (on a 2-core cloud VM: a tiny model's call ×2.4 between processes, this probe ×1.6
+alongside it, the JSON control ±3%). The diff adjusts each row's processes for it
+(:func:`benchbox.receipts.adjust.adjusted_log_ratio`). It is timed before the code under test
+runs because a covariate the change can move is not a valid one: timed beside the samples
+(its first version), it was slower in every set of processes whose code slept more per call
+(×1.08–1.50), and the adjustment took part of a real slowdown for the machine's.
 """
 
 from __future__ import annotations
@@ -51,10 +55,11 @@ def _work(doc: bytes) -> int:
     return len(json.dumps(obj)) + int(total)
 
 
-#: The row probe's name and version (a change to its work is a new version, never adjusted across).
-PROBE = "sort-200k-v1"
-#: Timed probe calls on each side of a row's samples (after one untimed call).
-PROBE_CALLS = 8
+#: The process probe's name and version (a change to its work or to when it is timed is a new
+#: version, never adjusted across). v1 was timed beside each row's samples.
+PROBE = "sort-200k-start-v2"
+#: Timed probe calls at the process's start (after one untimed call).
+PROBE_CALLS = 16
 
 
 @lru_cache(maxsize=1)
@@ -63,7 +68,7 @@ def _probe_data() -> np.ndarray:
 
 
 def probe(clock: HostClock = host_clock, calls: int = PROBE_CALLS) -> list[int]:
-    """Time the row probe ``calls`` times (after one untimed call): the durations in ns."""
+    """Time the process probe ``calls`` times (after one untimed call): the durations in ns."""
     data = _probe_data()
     np.sort(data)
     out = []

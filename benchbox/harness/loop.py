@@ -46,7 +46,7 @@ class Measurement:
     round_sizes: list[int] = field(default_factory=list)
     #: paced arrivals: the load the samples ran under (offered and achieved rate, overload)
     load: dict[str, Any] | None = None
-    #: the row probe's timed calls (ns) right before and after the samples
+    #: the process probe's timed calls (ns), timed at the process's start
     #: (:func:`benchbox.harness.control.probe`); empty where it was not timed
     probe_ns: list[int] = field(default_factory=list)
 

@@ -27,7 +27,6 @@ from typing import Any
 
 from benchbox.contracts import QUEUE, STAGES, Contract
 from benchbox.errors import error_line
-from benchbox.harness.control import probe
 from benchbox.harness.loop import Harness, Measurement, StopSampling
 from benchbox.harness.sampling import SamplingPolicy
 
@@ -112,19 +111,18 @@ def merge(parts: Sequence[Measurement], stop_reason: str | None = None) -> Measu
 
 
 def sample(harnesses: Sequence[Harness], task: Any, runner: Any, request: bytes, policy: SamplingPolicy,
-           stop: Callable[[StopRule | None], StopRule]) -> list[Sampled]:
+           stop: Callable[[StopRule | None], StopRule], probe_ns: Sequence[int] = ()) -> list[Sampled]:
     """Sample every contract of ``harnesses`` on one (runner, case); one :class:`Sampled` each.
 
     ``stop(inner)`` wraps a contract's own stop rule (None for fixed counts) into the
-    callback the harness calls after every sample. The row probe is timed right before and
-    right after (:func:`benchbox.harness.control.probe`), outside every region.
+    callback the harness calls after every sample. ``probe_ns`` is the process probe, timed by
+    the caller at the process's start (:func:`benchbox.harness.control.probe`), before the code
+    under test first ran: every measurement with samples carries it.
     """
-    before = probe()
     out = _sample(harnesses, task, runner, request, policy, stop)
-    after = probe()
     for s in out:
         if s.measurement.samples_ns:
-            s.measurement.probe_ns = [*before, *after]
+            s.measurement.probe_ns = list(probe_ns)
     return out
 
 

@@ -1,8 +1,10 @@
-"""The covariance adjustment of a cross-run comparison for the row probe.
+"""The covariance adjustment of a cross-run comparison for the process probe.
 
-The row probe (:func:`benchbox.harness.control.probe`) is timed beside each process's samples of
-a row; what made the machine slower for those seconds moves it too. These fit one common slope
-over both sides' processes and test the side's effect on what the probe does not explain.
+The process probe (:func:`benchbox.harness.control.probe`) is timed at each process's start,
+before the code under test first runs; what made the machine slower for those seconds moves
+it and the process's rows alike. These fit one common slope over both sides' processes and test
+the side's effect on what the probe does not explain. A covariate the change itself moves
+would take part of the change's effect for the machine's, hence "before the code runs".
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ from benchbox.stats import CI_LEVEL, DETECT_POWER, MOST_REPLICATES, LogRatio, Re
 
 def adjusted_log_ratio(base: Replicates, head: Replicates, cov_base: Sequence[float],
                        cov_head: Sequence[float], level: float = CI_LEVEL) -> LogRatio | None:
-    """The HEAD/BASE log-ratio adjusted for a covariate measured beside each process's samples.
+    """The HEAD/BASE log-ratio adjusted for a covariate measured in each process.
 
     ``cov_*`` is the log of a fixed probe (benchbox's own code, never the code under test) timed
-    right before and after each process's samples: what made the machine slower for those
-    seconds moves it too. An analysis of covariance, y = a + d·head + b·(c − c̄), one common
-    slope b fitted over the processes of both sides; the t-interval of d has n − 3 degrees of
-    freedom, its residual spread floored by the quantiles' own sampling error. A probe that
+    at each process's start, before the code under test first ran: what made the machine slower
+    then moves it too, and the change under test cannot. An analysis of covariance,
+    y = a + d·head + b·(c − c̄), one common slope b fitted over the processes of both sides; the
+    t-interval of d has n − 3 degrees of freedom, its residual spread floored by the quantiles'
+    own sampling error. A probe that
     tracks nothing costs one degree of freedom; one that tracks the machine removes the
     machine's share of the spread between processes. None unless each side has ≥ 2 processes,
     all with a covariate, and n ≥ 5 in all.

@@ -227,7 +227,7 @@ def _row(s: _Sides, key: tuple[str, str, str], b: ResultRow, h: ResultRow) -> Di
     if probes and "machine" in conditions and "machine" not in opts.accept:
         # the row is adjusted for the machine's state process by process: a moved control is
         # what the adjustment is for, so it is stated, not a reason to refuse the row
-        accepted.append(f"machine: {conditions.pop('machine')} (the row is adjusted for the row probe)")
+        accepted.append(f"machine: {conditions.pop('machine')} (the row is adjusted for the process probe)")
     return Pending(key, b, h, a, c, max(fl) if fl else None, prior=prior,
                    fallback=PLAUSIBLE_DRIFT.get(b.clock, PLAUSIBLE_DRIFT["host"]),
                    probes=(probes[0], probes[1]) if probes else None,

@@ -79,7 +79,7 @@ class Pending:
     prior: float | None = None  # the run-to-run spread given for this row
     fallback: float | None = None  # the plausible drift of its clock
     paired: bool = False  # both sides measured in the same processes
-    #: the log of the row probe per process of each side (None: not timed on every process)
+    #: the log of the process probe per process of each side (None: not timed on every process)
     probes: tuple[list[float], list[float]] | None = None
     #: conditions that make the row unreliable whatever its statistics: kind → why
     unreliable: dict[str, str] = field(default_factory=dict)
@@ -158,7 +158,7 @@ def _spread_text(d: dict[str, Any]) -> str:
     elif "paired" in src:
         text += ", paired"
     elif "adjusted" in src:
-        text += ", adjusted for the row probe"
+        text += ", adjusted for the process probe"
     return text
 
 

@@ -134,8 +134,9 @@ class ControlRecord(Facts):
     """The control workload: a fixed piece of host work timed in one process."""
 
     name: str | None
-    row_probe: str | None = spec(omit_none=True, description="the row probe timed beside each row's "
-                                                             "samples in this process (its name and version)")
+    row_probe: str | None = spec(omit_none=True, description="the process probe timed at this process's "
+                                                             "start, before the code under test first ran "
+                                                             "(its name and version)")
     n: int | None
     p50_ns: float | None
     se_log: float | None = spec(omit_none=True, description="standard error of the log p50")

@@ -54,6 +54,8 @@ class RunSteps(Protocol):
     receipts: Output
     #: cases whose reference call failed (their rows fail), with the reason
     reference_failures: dict[str, str]
+    #: the process probe, timed at the process's start (every row of the process carries it)
+    probe_ns: list[int]
 
     def prepare_runner(self, name: str) -> tuple[Runner, PhaseTimer] | None: ...
 
@@ -192,7 +194,7 @@ def _one_round(run: RunSteps, item: _InRounds, policy: SamplingPolicy) -> None:
     def step() -> list[Sampled]:
         with gc_paused(run.cfg.gc_mode):
             return list(sample(run.harnesses, run.task, item.runner, item.case.request, policy,
-                               run.stop.should_stop))
+                               run.stop.should_stop, run.probe_ns))
 
     got = _contained(run, item, "sample", step)
     if got is None:

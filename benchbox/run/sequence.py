@@ -23,7 +23,7 @@ from benchbox.contracts import Contract
 from benchbox.errors import FieldError, UsageError, error_line
 from benchbox.harness import Harness, PhaseTimer
 from benchbox.harness.clocks import HostClock, host_clock
-from benchbox.harness.control import measure_control
+from benchbox.harness.control import measure_control, probe
 from benchbox.harness.quiet import check_layout, gc_paused, quieting
 from benchbox.harness.schedule import measured_before, sample, sampling_key
 from benchbox.receipts import build
@@ -99,6 +99,8 @@ class _Run:
         self.limit = TimeLimit(cfg.case_time_limit_s)
         #: the GPU's state read right after each case's samples (CUDA only)
         self.gpu_readings: list[dict[str, Any]] = []
+        #: the process probe's calls (ns), timed once before the code under test first runs
+        self.probe_ns: list[int] = []
 
     def close(self) -> None:
         """Release the receipt paths (after the last write)."""
@@ -221,6 +223,9 @@ class _Run:
         self.receipts.update(lambda i, r: dataclasses.replace(r, calibration=cals[i]))
         self.reporter.phase("control")
         control = measure_control(self.clock)
+        # the process probe: timed here, before the code under test is first called (the
+        # reference comes next), so that no change to that code can move it
+        self.probe_ns = probe()
         self.receipts.update(lambda _, r: build.with_process_facts(r, control=control))
 
     # -- reference --------------------------------------------------------------------------
@@ -329,7 +334,8 @@ class _Run:
         self.reporter.phase("sample", runner.name, case.name)
         label = f"{runner.name} × {case.name}: sample"
         with self.log.capture(label, runner.name), gc_paused(self.cfg.gc_mode):
-            results = sample(self.harnesses, self.task, runner, case.request, self.policy, self._counted())
+            results = sample(self.harnesses, self.task, runner, case.request, self.policy, self._counted(),
+                             self.probe_ns)
         return self.rows(runner, case, phases, gates, results)
 
     def validate_case(self, runner: Runner, case: Case,

@@ -1,8 +1,10 @@
-"""The row probe: timed beside every row's samples, carried by receipts, and adjusted for by diff.
+"""The process probe: timed at each process's start, before the code under test first runs,
+carried by every row of the process, and adjusted for by diff.
 
 A machine whose speed for memory-bound work moves between processes moves a row's processes
-and the probe timed beside them together; the diff's covariance adjustment removes that shared
+and the probe timed in them together; the diff's covariance adjustment removes that shared
 part, so a change the processes' spread hides is resolved, and identical code stays unflagged.
+Timed before the code under test runs, the probe cannot move with the change under test.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from benchbox import stats
 from benchbox.harness import control
 from benchbox.receipts import adjust
 from benchbox.receipts.combine import combine
-from benchbox.receipts.replication import process_probes
+from benchbox.receipts.replication import ADJUSTED_PROBES, process_probes
 from tests.support import synthetic_receipt
 
 KEY = ("torch-eager", "invoice")
@@ -43,7 +45,7 @@ def _pair(seed: int, slow: float, with_probes: bool = True, k: int = 5):
     return base, head
 
 
-def test_a_run_times_the_probe_beside_each_row_and_names_it(tmp_path) -> None:
+def test_a_run_times_the_probe_once_per_process_and_names_it(tmp_path) -> None:
     out = benchbox.run(runners=("torch-eager",), cases=("invoice", "outage"), samples=30, warmup=1,
                        out=tmp_path / "r.json")
     r = out.receipt
@@ -52,6 +54,49 @@ def test_a_run_times_the_probe_beside_each_row_and_names_it(tmp_path) -> None:
         assert row.process_probe_ns is not None and len(row.process_probe_ns) == 1
         assert row.process_probe_ns[0] > 0
     assert process_probes([r, r], [r.results[0], r.results[1]]) is not None
+
+
+@pytest.mark.parametrize("repeats", [1, 2])
+def test_the_probe_is_timed_before_the_code_under_test_is_first_called(monkeypatch, tmp_path,
+                                                                       repeats: int) -> None:
+    """A covariate the change under test can move is not one: the probe comes first, once."""
+    from benchbox.run import sequence
+    from benchbox.tasks.decision.task import DecisionTask
+
+    events: list[str] = []
+    timed, serialize = sequence.probe, DecisionTask.serialize
+
+    def probed(*a, **k):
+        events.append("probe")
+        return timed(*a, **k)
+
+    def called(self, answer):
+        events.append("call")
+        return serialize(self, answer)
+
+    monkeypatch.setattr(sequence, "probe", probed)
+    monkeypatch.setattr(DecisionTask, "serialize", called)
+    out = benchbox.run(runners=("torch-eager",), cases=("invoice",), samples=5, warmup=1, repeats=repeats,
+                       fresh_processes=False, out=tmp_path / "r.json")
+    assert events[0] == "probe" and events.count("probe") == 1
+    assert events.count("call") >= 5 * repeats
+    assert [p.control["row_probe"] for p in out.receipt.processes] == [control.PROBE]
+
+
+def test_only_a_probe_timed_before_the_code_runs_is_adjusted_for() -> None:
+    """v1 was timed beside each row's samples, where the code under test moved it: receipts that
+    carry it are compared unadjusted."""
+    assert control.PROBE in ADJUSTED_PROBES and "sort-200k-v1" not in ADJUSTED_PROBES
+    rng = np.random.default_rng(5)
+    v1 = {"name": "json-sort-v1", "row_probe": "sort-200k-v1"}
+    procs = [{"pid": 100 + i, "control": v1} for i in range(5)]
+    (ra, pa), (rb, pb) = _side(rng, 5, 1.0), _side(rng, 5, 1.1)
+    base = synthetic_receipt({KEY: ra}, repeats=5, probes={KEY: pa}, processes=procs)
+    head = synthetic_receipt({KEY: rb}, repeats=5, probes={KEY: pb}, processes=procs)
+    assert _pair(5, 0.10)[0].processes[0].control.row_probe == control.PROBE
+    got = benchbox.diff(base, head, threshold=0.05).rows[0]
+    assert "adjusted" not in got.reason
+    assert process_probes([base, head], [base.results[0], head.results[0]]) is None
 
 
 def test_the_probe_is_timed_calls_of_fixed_work() -> None:
@@ -66,7 +111,7 @@ def test_a_hidden_ten_percent_is_resolved_with_the_probe_and_not_without() -> No
         without = benchbox.diff(*_pair(seed, 0.10, with_probes=False), threshold=0.05)
         slower_with += with_p.rows[0].verdict == "slower"
         slower_without += without.rows[0].verdict == "slower"
-        assert "adjusted for the row probe" in with_p.rows[0].reason
+        assert "adjusted for the process probe" in with_p.rows[0].reason
         assert "adjusted" not in without.rows[0].reason
     assert slower_with >= 8
     assert slower_without <= 2
@@ -146,4 +191,4 @@ def test_a_moved_machine_is_stated_and_adjusted_for_not_a_refusal() -> None:
                         threshold=0.05).rows[0]
     assert got.verdict not in ("unreliable", "slower"), got.reason
     assert any(a.startswith("machine:") for a in got.accepted)
-    assert "adjusted for the row probe" in got.reason
+    assert "adjusted for the process probe" in got.reason
