@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CI recipe's design on one H200, with the row probe: +10% on HEAD, then identical code,
+# The CI recipe's design on one H200, with the process probe: +10% on HEAD, then identical code,
 # each side 5 alternating one-round fresh processes, the recipe's defaults (80 samples a
 # process: --samples 400 over --repeats 5, --threads 1, --warmup 10). Results and the kept receipts (one tarball each) into $OUT.
 # Usage: OUT=dir bash benchmarks/h200_ci_probe.sh
