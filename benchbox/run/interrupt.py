@@ -97,11 +97,15 @@ class Stop:
         try:
             yield self
         finally:
-            for s, previous in self._previous.items():
-                signal.signal(s, previous)
-            self._previous.clear()
             if self.exiting and PROCESS_EXITS_ON_INTERRUPT:
-                ignore_further_signals()  # no gap between this handler and the CLI's exit
+                # straight from this handler to ignoring: restoring the previous handler first
+                # (Python's, which raises KeyboardInterrupt) left a window in which a second
+                # Ctrl-C replaced the interrupt's message with a bare "interrupted"
+                ignore_further_signals()
+            else:
+                for s, previous in self._previous.items():
+                    signal.signal(s, previous)
+            self._previous.clear()
 
     @contextmanager
     def preparing(self) -> Iterator[None]:

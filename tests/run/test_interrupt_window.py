@@ -53,3 +53,24 @@ def test_after_the_run_signals_stay_ignored_only_when_the_process_exits(
     finally:
         for s, h in before.items():
             signal.signal(s, h)
+
+
+def test_when_the_process_exits_the_previous_handler_is_never_put_back(monkeypatch) -> None:
+    """Putting Python's handler back and then ignoring left a gap in which a second Ctrl-C raised
+    KeyboardInterrupt out of the ``finally`` (a CI run's bare "interrupted" line): the handler goes
+    straight from benchbox's to ignoring."""
+    monkeypatch.setattr(interrupt, "PROCESS_EXITS_ON_INTERRUPT", True)
+    before = {s: signal.getsignal(s) for s in Stop.signals}
+    installed: list[object] = []
+    real = signal.signal
+    try:
+        stop = Stop()
+        with stop.installed():
+            os.kill(os.getpid(), signal.SIGINT)
+            stop.interrupted()
+            monkeypatch.setattr(signal, "signal", lambda s, h: (installed.append(h), real(s, h))[1])
+        assert installed and all(h is signal.SIG_IGN for h in installed), installed
+    finally:
+        monkeypatch.undo()
+        for s, h in before.items():
+            signal.signal(s, h)
