@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from benchbox import stats
+from benchbox.harness.control import PROBE
 from benchbox.receipts.diff import DiffOptions, diff_receipts
 from benchbox.receipts.model import ProcessRecord, Receipt, ResultRow, Summary, decode_receipt
 
@@ -67,7 +68,7 @@ def draw(rng: np.random.Generator, k: int, n: int, sigma: float, scale: float = 
 
 def draw_probed(rng: np.random.Generator, k: int, n: int, sigma: float, scale: float = 1.0,
                 tracks: bool = True) -> tuple[list[np.ndarray], list[int]]:
-    """As :func:`draw`, with the row probe timed beside each process: the process's drift moves
+    """As :func:`draw`, with the process probe timed in each process: the process's drift moves
     it at half the strength in log (as on the 2-core machine: a model call ×2.4 between
     processes, the probe ×1.6), with 2% noise of its own; ``tracks=False``: a probe that moves
     independently of the row (σ of its own), to show an unrelated probe costs validity nothing."""
@@ -83,10 +84,10 @@ def draw_probed(rng: np.random.Generator, k: int, n: int, sigma: float, scale: f
 
 def receipt(rows: dict[str, list[np.ndarray]], probes: dict[str, list[int]] | None = None) -> Receipt:
     """A receipt whose rows (case → one array per process) were each taken by those processes
-    (``probes``: case → the row probe of each process)."""
+    (``probes``: case → the process probe of each process)."""
     results = []
     k = max(len(p) for p in rows.values())
-    named = {"name": "json-sort-v1", "row_probe": "sort-200k-v1"} if probes else None
+    named = {"name": "json-sort-v1", "row_probe": PROBE} if probes else None
     for case, procs in rows.items():
         samples = tuple(int(v) for p in procs for v in np.asarray(p).round())
         results.append(replace(ROW, case=case, samples_ns=samples, round_sizes=tuple(len(p) for p in procs),
@@ -159,7 +160,7 @@ def old_rule(a: list[np.ndarray], b: list[np.ndarray], n_resamples: int = 500,
 
 def probe_cell(rng: np.random.Generator, k: int, sigma: float, reps: int, n: int,
                tracks: bool) -> dict[str, Any]:
-    """One (K, σ) cell of receipts that carry the row probe: false alarms, coverage, power."""
+    """One (K, σ) cell of receipts that carry the process probe: false alarms, coverage, power."""
     hits = {"false_alarm": 0, "covered": 0, "judged": 0, "adjusted": 0, "power_10": 0, "power_25": 0}
     detect = []
     for _ in range(reps):
@@ -231,7 +232,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--ks", type=int, nargs="*", default=list(KS))
     ap.add_argument("--sigmas", type=float, nargs="*", default=list(SIGMAS))
     ap.add_argument("--probe", action="store_true",
-                    help="only receipts that carry the row probe (the adjusted rule), tracking and not")
+                    help="only receipts that carry the process probe (the adjusted rule), tracking and not")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     if args.probe:

@@ -7,7 +7,10 @@ log p50 with the process probe's log within each side, the sd of log p50 between
 head/base with Welch's p on its logs. A probe that tracks the machine correlates with the rows
 and shrinks their spread; a probe the code under test moves differs between the sides.
 
-    python -m benchmarks.probe_tracking FOLDER [--out results.json]
+    python -m benchmarks.probe_tracking FOLDER [--verdicts diff-acc.json diff.json] [--out results.json]
+
+``--verdicts``: diff JSON files (``benchbox diff --format json``) to look for beside each pair,
+the first found giving the row's verdict.
 """
 
 from __future__ import annotations
@@ -64,34 +67,47 @@ def row_figures(base: tuple[np.ndarray, np.ndarray], head: tuple[np.ndarray, np.
             "probe_welch_p": float(welch), "row_ratio": math.exp(yh.mean() - yb.mean())}
 
 
-def folder_figures(folder: Path) -> list[dict[str, object]]:
+def _verdicts(where: Path, names: list[str]) -> dict[str, str]:
+    for name in names:
+        if (where / name).exists():
+            rows = json.loads((where / name).read_text())["rows"]
+            return {f"{r['runner']}/{r['case']}": r["verdict"] for r in rows}
+    return {}
+
+
+def folder_figures(folder: Path, verdict_files: list[str] | None = None) -> list[dict[str, object]]:
     out: list[dict[str, object]] = []
     for b in sorted(folder.rglob("*base.json")):
         h = b.with_name(b.name[: -len("base.json")] + "head.json")
         if not h.exists():
             continue
         sb, sh = _side(b), _side(h)
+        verdicts = _verdicts(b.parent, verdict_files or [])
         for key in sorted(set(sb) & set(sh)):
-            out.append({"pair": str(b.relative_to(folder)), "row": "/".join(key), **row_figures(sb[key], sh[key])})
+            row = "/".join(key)
+            out.append({"pair": str(b.relative_to(folder)), "row": row, **row_figures(sb[key], sh[key]),
+                        **({"verdict": verdicts[row]} if row in verdicts else {})})
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("folder", type=Path)
+    ap.add_argument("--verdicts", nargs="*", default=[])
     ap.add_argument("--out", type=Path)
     a = ap.parse_args(argv)
-    rows = folder_figures(a.folder)
+    rows = folder_figures(a.folder, a.verdicts)
     for r in rows:
         print(f"{r['pair']:42} {r['row']:22} row ×{r['row_ratio']:.2f} probe ×{r['probe_ratio']:.3f} "
               f"(p {r['probe_welch_p']:.3f}) corr {r['corr_base']:.2f}/{r['corr_head']:.2f} "
-              f"sd {r['sd_raw']:.3f} -> {r['sd_adjusted']:.3f} probe sd {r['probe_sd']:.3f}")
+              f"sd {r['sd_raw']:.3f} -> {r['sd_adjusted']:.3f} probe sd {r['probe_sd']:.3f} "
+              f"{r.get('verdict', '')}")
     if rows:
         med = {k: float(np.nanmedian([float(r[k]) for r in rows]))  # type: ignore[arg-type]
                for k in ("corr_base", "corr_head", "sd_raw", "sd_adjusted", "probe_ratio")}
         print("median " + " ".join(f"{k} {v:.3f}" for k, v in med.items()))
     if a.out:
-        a.out.write_text(json.dumps({"rows": rows}, indent=1) + "\n")
+        a.out.write_text(json.dumps({"folder": str(a.folder), "rows": rows}, indent=1) + "\n")
     return 0
 
 

@@ -354,6 +354,13 @@ def first_run_time() -> tuple[str, ...]:
     return tuple(s if ok else f"{m:.0f}" for s, m, ok in zip(said, (cold, warm), near))
 
 
+def process_probe_sets() -> tuple[str, ...]:
+    rows = _json("benchmarks/results-process-probe-cpu.json")["process_probe"]["rows"]
+    ratios = [r["probe_ratio"] for r in rows]
+    n = len(rows) if all(r.get("verdict") == "slower" for r in rows) else -1
+    return f"{min(ratios):.2f}", f"{max(ratios):.2f}", str(n)
+
+
 # -- the claims ---------------------------------------------------------------------------------
 
 #: the paragraph benchmarks/changepoints.py writes (``--readme``); it checks the whole text too
@@ -363,6 +370,9 @@ CHANGEPOINTS = (r"found as a change point at exactly its commit in (\d+) of \d+ 
                 r"a change point \((\d+) in all, (\d+) of them judged slower or faster.*?said `slower` at "
                 r"the step in (\d+) of \d+, and without a step gave, of (\d+) steps")
 CLAIMS: tuple[Claim, ...] = (
+    Claim("process probe does not move with the code", "README.md",
+          r"timed at the start it was ×([\d.]+)–([\d.]+) \(no direction\) in (\d+) such sets, all judged "
+          r"`slower`", "benchmarks/results-process-probe-cpu.json (process_probe rows)", process_probe_sets),
     Claim("H200 recipe with the row probe", "README.md",
           r"a \+10% slowdown was `slower` in (\d+) of (\d+) runs, identical code exit 0 in (\d+) of (\d+)",
           "benchmarks/results-ci-h200-probe.json",
