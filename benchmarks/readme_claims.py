@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 from collections.abc import Callable
@@ -361,6 +362,12 @@ def process_probe_sets() -> tuple[str, ...]:
     return f"{min(ratios):.2f}", f"{max(ratios):.2f}", str(n)
 
 
+def h200_process_probe() -> tuple[str, ...]:
+    rows = _json("benchmarks/results-ci-h200-process-probe.json")["probe_tracking"]["rows"]
+    med = [statistics.median(r[k] for r in rows) for k in ("corr_base", "sd_raw", "sd_adjusted")]
+    return f"{med[0]:.2f}", f"{med[1]:.3f}", f"{med[2]:.3f}"
+
+
 # -- the claims ---------------------------------------------------------------------------------
 
 #: the paragraph benchmarks/changepoints.py writes (``--readme``); it checks the whole text too
@@ -373,6 +380,10 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("process probe does not move with the code", "README.md",
           r"timed at the start it was ×([\d.]+)–([\d.]+) \(no direction\) in (\d+) such sets, all judged "
           r"`slower`", "benchmarks/results-process-probe-cpu.json (process_probe rows)", process_probe_sets),
+    Claim("H200 process probe tracking", "README.md",
+          r"timed at the start it still tracks that host, more weakly \(median correlation ([\d.]+) "
+          r"against 0\.76–0\.83; spread between processes ([\d.]+) → ([\d.]+);",
+          "benchmarks/results-ci-h200-process-probe.json (probe_tracking rows, medians)", h200_process_probe),
     Claim("H200 recipe with the row probe", "README.md",
           r"a \+10% slowdown was `slower` in (\d+) of (\d+) runs, identical code exit 0 in (\d+) of (\d+)",
           "benchmarks/results-ci-h200-probe.json",
