@@ -17,7 +17,9 @@ alongside it, the JSON control ±3%). The diff adjusts each row's processes for 
 (:func:`benchbox.receipts.adjust.adjusted_log_ratio`). It is timed before the code under test
 runs because a covariate the change can move is not a valid one: timed beside the samples
 (its first version), it was slower in every set of processes whose code slept more per call
-(×1.08–1.50), and the adjustment took part of a real slowdown for the machine's.
+(×1.08–1.50), and the adjustment took part of a real slowdown for the machine's. What it
+cannot exclude: the task's module and constructor have run by then (a task that starts
+background work when it loads could still move it); no request has gone through task or runner.
 """
 
 from __future__ import annotations
