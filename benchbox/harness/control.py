@@ -8,18 +8,18 @@ change: when the control moved beyond the threshold, the row is ``unreliable (ma
 (:func:`benchbox.receipts.conditions.control_difference`).
 
 The **process probe** (:func:`probe`) is the second half: a fixed piece of memory-bound work
-(sort a copy of 200,000 fixed doubles, 1.6 MB: more than a core's L2) timed at the process's
-start, beside the control, before the code under test is first called. A shared host's speed
-for such work moves over seconds — other tenants filling the last-level cache and the memory
-bus — and a model's call moves with it, while cache-resident work such as the control above
-hardly does (on a 2-core cloud VM: a tiny model's call ×2.4 between processes, this probe ×1.6
-alongside it, the JSON control ±3%). The diff adjusts each row's processes for it
-(:func:`benchbox.receipts.adjust.adjusted_log_ratio`). It is timed before the code under test
-runs because a covariate the change can move is not a valid one: timed beside the samples
-(its first version), it was slower in every set of processes whose code slept more per call
-(×1.08–1.50), and the adjustment took part of a real slowdown for the machine's. What it
-cannot exclude: the task's module and constructor have run by then (a task that starts
-background work when it loads could still move it); no request has gone through task or runner.
+(sort a copy of 200,000 fixed doubles, 1.6 MB: more than a core's L2) timed at the start of each
+run, before benchbox loads the task: no code of the task or runner under test has run in the
+process (unless a caller gave a task object or ran an earlier run in the same interpreter). A
+shared host's speed for such work moves over seconds — other tenants filling the last-level
+cache and the memory bus — and a model's call can move with it, while cache-resident work such
+as the control above hardly does. Where it does (on the H200 host, BENCHMARKS §4: the probe's
+log correlates 0.59–0.69 with a tiny model's call between processes), the diff adjusts each
+row's processes for it (:func:`benchbox.receipts.adjust.adjusted_log_ratio`); where it does
+not (the 2-core development VM), the adjustment costs a degree of freedom. It is timed before
+the code under test because a covariate the change can move is not a valid one: timed beside
+the samples (its first version), it was slower in every set of processes whose code slept more
+per call (×1.08–1.50), and the adjustment took part of a real slowdown for the machine's.
 """
 
 from __future__ import annotations
@@ -58,9 +58,10 @@ def _work(doc: bytes) -> int:
 
 
 #: The process probe's name and version (a change to its work or to when it is timed is a new
-#: version, never adjusted across). v1 was timed beside each row's samples.
-PROBE = "sort-200k-start-v2"
-#: Timed probe calls at the process's start (after one untimed call).
+#: version, never adjusted across). v1 was timed beside each row's samples; v2 after the task was
+#: loaded, before its first call; v3 before the task is loaded.
+PROBE = "sort-200k-start-v3"
+#: Timed probe calls at the run's start (after one untimed call).
 PROBE_CALLS = 16
 
 

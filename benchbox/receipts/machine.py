@@ -134,8 +134,8 @@ class ControlRecord(Facts):
     """The control workload: a fixed piece of host work timed in one process."""
 
     name: str | None
-    row_probe: str | None = spec(omit_none=True, description="the process probe timed at this process's "
-                                                             "start, before the code under test first ran "
+    row_probe: str | None = spec(omit_none=True, description="the process probe timed at the start of "
+                                                             "this process's run, before the task was loaded "
                                                              "(its name and version)")
     n: int | None
     p50_ns: float | None

@@ -291,8 +291,8 @@ class ResultRow(Base):
                                     "process that took it: rounds of one process are one replication")
     process_probe_ns: tuple[Ns, ...] | None = spec(
         omit_none=True, description="for each process that took rounds of this row (in order of its "
-                                    "first round), the median of the process probe timed at that "
-                                    "process's start, before the code under test first ran: the "
+                                    "first round), the median of the process probe timed at the start "
+                                    "of that process's run, before the task was loaded: the "
                                     "machine's speed for memory-bound work then")
     #: ``noisy`` and/or ``unsettled`` (in the order of :data:`benchbox.stats.FLAG_REASONS`): the flags
     #: its statistics raised, set by the code that decides them; the receipt records them as reasons

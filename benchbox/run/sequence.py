@@ -34,7 +34,7 @@ from benchbox.run.config import RunConfig
 from benchbox.run.contain import contained, describe
 from benchbox.run.factory import REGISTERED, RunnerFactory
 from benchbox.run.inputs import run_contracts, run_task
-from benchbox.run.interrupt import Stop
+from benchbox.run.interrupt import Interrupted, Stop
 from benchbox.run.limits import TimeLimit
 from benchbox.run.outcome import RunOutcome
 from benchbox.run.output import Output, log_path
@@ -73,6 +73,9 @@ def run(cfg: RunConfig, progress: Progress = lambda s: None, *, reporter: Report
     with stop.installed():
         try:
             return this.execute()
+        except Interrupted:  # the fresh processes' own: it is on its way out, as stop.interrupted()'s
+            stop.exiting = True
+            raise
         except KeyboardInterrupt:
             raise stop.interrupted() from None
         except BaseException as e:  # sys.exit or a BaseException from task or runner code
@@ -99,7 +102,7 @@ class _Run:
         self.limit = TimeLimit(cfg.case_time_limit_s)
         #: the GPU's state read right after each case's samples (CUDA only)
         self.gpu_readings: list[dict[str, Any]] = []
-        #: the process probe's calls (ns), timed once before the code under test first runs
+        #: the process probe's calls (ns), timed before the task is loaded (:meth:`execute`)
         self.probe_ns: list[int] = []
 
     def close(self) -> None:
@@ -122,6 +125,9 @@ class _Run:
         self.contracts = run_contracts(cfg, self.points)
         if cfg.in_workers:
             return self._in_fresh_processes()
+        # the process probe: timed before the task is loaded (its module, constructor, cases and
+        # parse are the code under test too), so that no change to that code can move it
+        self.probe_ns = probe(self.clock)
         self.output = Output.claim(cfg.out, [c.name for c in self.contracts], cfg.overwrite,
                                    paths=[p for _, p in self.points] if self.points is not None else None)
         self.task, self.cases = run_task(cfg, self.stop, self.given_task)
@@ -223,9 +229,6 @@ class _Run:
         self.receipts.update(lambda i, r: dataclasses.replace(r, calibration=cals[i]))
         self.reporter.phase("control")
         control = measure_control(self.clock)
-        # the process probe: timed here, before the code under test is first called (the
-        # reference comes next), so that no change to that code can move it
-        self.probe_ns = probe()
         self.receipts.update(lambda _, r: build.with_process_facts(r, control=control))
 
     # -- reference --------------------------------------------------------------------------

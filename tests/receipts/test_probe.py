@@ -28,7 +28,7 @@ KEY = ("torch-eager", "invoice")
 def _side(rng: np.random.Generator, k: int, scale: float, machine_sd: float = 0.25,
           n: int = 60) -> tuple[list[np.ndarray], list[int]]:
     """k processes: each on a machine state m ~ N(0, machine_sd) that moves both the row's
-    samples (×e^m) and the probe timed beside them (×e^m, with 2% noise of its own)."""
+    samples (×e^m) and the probe timed in the process (×e^m, with 2% noise of its own)."""
     rounds, probes = [], []
     for _ in range(k):
         m = rng.normal(0.0, machine_sd)
@@ -57,42 +57,50 @@ def test_a_run_times_the_probe_once_per_process_and_names_it(tmp_path) -> None:
 
 
 @pytest.mark.parametrize("repeats", [1, 2])
-def test_the_probe_is_timed_before_the_code_under_test_is_first_called(monkeypatch, tmp_path,
-                                                                       repeats: int) -> None:
-    """A covariate the change under test can move is not one: the probe comes first, once."""
+def test_the_probe_is_timed_before_the_task_is_loaded_and_every_row_carries_it(monkeypatch, tmp_path,
+                                                                                repeats: int) -> None:
+    """A covariate the change under test can move is not one: the probe comes first, once, before
+    the task's constructor, cases, parse and calls; each row records its median."""
     from benchbox.run import sequence
     from benchbox.tasks.decision.task import DecisionTask
 
     events: list[str] = []
-    timed, serialize = sequence.probe, DecisionTask.serialize
+    real = {name: getattr(DecisionTask, name) for name in ("__post_init__", "cases", "parse", "serialize")}
+
+    def watched(name):
+        def method(self, *a, **k):
+            events.append(name)
+            return real[name](self, *a, **k)
+        return method
 
     def probed(*a, **k):
         events.append("probe")
-        return timed(*a, **k)
-
-    def called(self, answer):
-        events.append("call")
-        return serialize(self, answer)
+        return [1000, 3000, 2000]  # known durations: the rows must carry their median
 
     monkeypatch.setattr(sequence, "probe", probed)
-    monkeypatch.setattr(DecisionTask, "serialize", called)
-    out = benchbox.run(runners=("torch-eager",), cases=("invoice",), samples=5, warmup=1, repeats=repeats,
-                       fresh_processes=False, out=tmp_path / "r.json")
-    assert events[0] == "probe" and events.count("probe") == 1
-    assert events.count("call") >= 5 * repeats
+    for name in real:
+        monkeypatch.setattr(DecisionTask, name, watched(name))
+    out = benchbox.run(runners=("torch-eager",), cases=("invoice", "outage"), samples=5, warmup=1,
+                       repeats=repeats, fresh_processes=False, out=tmp_path / "r.json")
+    assert events[0] == "probe" and events.count("probe") == 1, events[:5]
+    assert {"__post_init__", "cases", "parse"} <= set(events)
+    assert events.count("serialize") >= 2 * 5 * repeats
     assert [p.control["row_probe"] for p in out.receipt.processes] == [control.PROBE]
+    assert [row.process_probe_ns for row in out.receipt.results] == [(2000,), (2000,)]
 
 
-def test_only_a_probe_timed_before_the_code_runs_is_adjusted_for() -> None:
+@pytest.mark.parametrize("names", [("sort-200k-v1", "sort-200k-v1"), ("sort-200k-start-v2", control.PROBE)])
+def test_only_one_probe_timed_before_the_code_runs_is_adjusted_for(names: tuple[str, str]) -> None:
     """v1 was timed beside each row's samples, where the code under test moved it: receipts that
-    carry it are compared unadjusted."""
+    carry it are compared unadjusted; so are sides whose probes are not the same version."""
     assert control.PROBE in ADJUSTED_PROBES and "sort-200k-v1" not in ADJUSTED_PROBES
     rng = np.random.default_rng(5)
-    v1 = {"name": "json-sort-v1", "row_probe": "sort-200k-v1"}
-    procs = [{"pid": 100 + i, "control": v1} for i in range(5)]
     (ra, pa), (rb, pb) = _side(rng, 5, 1.0), _side(rng, 5, 1.1)
-    base = synthetic_receipt({KEY: ra}, repeats=5, probes={KEY: pa}, processes=procs)
-    head = synthetic_receipt({KEY: rb}, repeats=5, probes={KEY: pb}, processes=procs)
+    def procs(name: str) -> list[dict]:
+        return [{"pid": 100 + i, "control": {"name": "json-sort-v1", "row_probe": name}} for i in range(5)]
+
+    base = synthetic_receipt({KEY: ra}, repeats=5, probes={KEY: pa}, processes=procs(names[0]))
+    head = synthetic_receipt({KEY: rb}, repeats=5, probes={KEY: pb}, processes=procs(names[1]))
     assert _pair(5, 0.10)[0].processes[0].control.row_probe == control.PROBE
     got = benchbox.diff(base, head, threshold=0.05).rows[0]
     assert "adjusted" not in got.reason

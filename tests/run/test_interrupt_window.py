@@ -74,3 +74,28 @@ def test_when_the_process_exits_the_previous_handler_is_never_put_back(monkeypat
         monkeypatch.undo()
         for s, h in before.items():
             signal.signal(s, h)
+
+
+def test_an_interrupt_from_the_fresh_processes_also_goes_straight_to_ignoring(monkeypatch) -> None:
+    """The fresh-process rounds raise their own Interrupted, not through ``Stop.interrupted()``:
+    ``run`` marks it on its way out too, so the same window does not open there."""
+    from benchbox.run import sequence
+
+    def interrupted_rounds(self):
+        raise Interrupted("interrupted (SIGINT) in round 1 of 2", None, None)
+
+    monkeypatch.setattr(interrupt, "PROCESS_EXITS_ON_INTERRUPT", True)
+    monkeypatch.setattr(sequence._Run, "execute", interrupted_rounds)
+    before = {s: signal.getsignal(s) for s in Stop.signals}
+    installed: list[object] = []
+    real = signal.signal
+    try:
+        monkeypatch.setattr(signal, "signal", lambda s, h: (installed.append(h), real(s, h))[1])
+        with pytest.raises(Interrupted):
+            sequence.run(sequence.RunConfig(runners=("torch-eager",), repeats=2))
+        assert installed[-2:] == [signal.SIG_IGN, signal.SIG_IGN], installed
+        assert not any(h in before.values() for h in installed[2:]), installed
+    finally:
+        monkeypatch.undo()
+        for s, h in before.items():
+            signal.signal(s, h)
