@@ -69,9 +69,11 @@ def draw(rng: np.random.Generator, k: int, n: int, sigma: float, scale: float = 
 def draw_probed(rng: np.random.Generator, k: int, n: int, sigma: float, scale: float = 1.0,
                 tracks: bool = True) -> tuple[list[np.ndarray], list[int]]:
     """As :func:`draw`, with the process probe timed in each process: the process's drift moves
-    it at half the strength in log (as on the 2-core machine: a model call ×2.4 between
-    processes, the probe ×1.6), with 2% noise of its own; ``tracks=False``: a probe that moves
-    independently of the row (σ of its own), to show an unrelated probe costs validity nothing."""
+    it at half the strength in log (an assumption: an exploratory session on the 2-core machine,
+    not kept, saw a model call ×2.4 between processes and the probe ×1.6; the kept runs there
+    found no tracking, the H200 a correlation of 0.6–0.8), with 2% noise of its own;
+    ``tracks=False``: a probe that moves independently of the row (σ of its own), to show an
+    unrelated probe costs validity nothing."""
     out, probes = [], []
     for _ in range(k):
         m = rng.normal(0.0, sigma)

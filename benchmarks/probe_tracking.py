@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -67,22 +68,31 @@ def row_figures(base: tuple[np.ndarray, np.ndarray], head: tuple[np.ndarray, np.
             "probe_welch_p": float(welch), "row_ratio": math.exp(yh.mean() - yb.mean())}
 
 
-def _verdicts(where: Path, names: list[str]) -> dict[str, str]:
+#: a joined receipt of one side: ``<prefix>base<suffix>.json`` (``base.json``, ``base-recheck.json``,
+#: ``rest-0-base.json``, ``rest+slow-0-recheck-base.json``), never one process's (``base-1.json``)
+PAIR = re.compile(r"^(?P<prefix>.*)base(?P<suffix>-recheck)?\.json$")
+
+
+def _verdicts(where: Path, names: list[str], suffix: str) -> dict[str, str]:
+    """The verdicts of the first diff file found of ``names`` (``diff.json`` → ``diff<suffix>.json``)."""
     for name in names:
-        if (where / name).exists():
-            rows = json.loads((where / name).read_text())["rows"]
+        path = where / (name[: -len(".json")] + suffix + ".json")
+        if path.exists():
+            rows = json.loads(path.read_text())["rows"]
             return {f"{r['runner']}/{r['case']}": r["verdict"] for r in rows}
     return {}
 
 
 def folder_figures(folder: Path, verdict_files: list[str] | None = None) -> list[dict[str, object]]:
     out: list[dict[str, object]] = []
-    for b in sorted(folder.rglob("*base.json")):
-        h = b.with_name(b.name[: -len("base.json")] + "head.json")
-        if not h.exists():
+    for b in sorted(folder.rglob("*.json")):
+        m = PAIR.match(b.name)
+        h = b.with_name(f"{m['prefix']}head{m['suffix'] or ''}.json") if m else None
+        if h is None or not h.exists():
             continue
         sb, sh = _side(b), _side(h)
-        verdicts = _verdicts(b.parent, verdict_files or [])
+        # verdicts only where a folder holds one recipe's pairs (bench.sh's diff.json, diff-recheck.json)
+        verdicts = _verdicts(b.parent, verdict_files or [], m["suffix"] or "") if not m["prefix"] else {}
         for key in sorted(set(sb) & set(sh)):
             row = "/".join(key)
             out.append({"pair": str(b.relative_to(folder)), "row": row, **row_figures(sb[key], sh[key]),

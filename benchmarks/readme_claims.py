@@ -378,10 +378,11 @@ CHANGEPOINTS = (r"found as a change point at exactly its commit in (\d+) of \d+ 
                 r"the step in (\d+) of \d+, and without a step gave, of (\d+) steps")
 CLAIMS: tuple[Claim, ...] = (
     Claim("process probe does not move with the code", "README.md",
-          r"timed at the start it was ×([\d.]+)–([\d.]+) \(no direction\) in (\d+) such sets, all judged "
-          r"`slower`", "benchmarks/results-process-probe-cpu.json (process_probe rows)", process_probe_sets),
+          r"timed before the first call it was ×([\d.]+)–([\d.]+) \(no direction\) in (\d+) such sets, "
+          r"all judged `slower`", "benchmarks/results-process-probe-cpu.json (process_probe rows)",
+          process_probe_sets),
     Claim("H200 process probe tracking", "README.md",
-          r"timed at the start it still tracks that host, more weakly \(median correlation ([\d.]+) "
+          r"timed before the first call it still tracks that host, more weakly \(median correlation ([\d.]+) "
           r"against 0\.76–0\.83; spread between processes ([\d.]+) → ([\d.]+);",
           "benchmarks/results-ci-h200-process-probe.json (probe_tracking rows, medians)", h200_process_probe),
     Claim("H200 recipe with the row probe", "README.md",
