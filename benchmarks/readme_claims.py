@@ -355,8 +355,8 @@ def first_run_time() -> tuple[str, ...]:
     return tuple(s if ok else f"{m:.0f}" for s, m, ok in zip(said, (cold, warm), near))
 
 
-def process_probe_sets() -> tuple[str, ...]:
-    rows = _json("benchmarks/results-process-probe-cpu.json")["process_probe"]["rows"]
+def process_probe_sets(key: str = "process_probe") -> tuple[str, ...]:
+    rows = _json("benchmarks/results-process-probe-cpu.json")[key]["rows"]
     ratios = [r["probe_ratio"] for r in rows]
     n = len(rows) if all(r.get("verdict") == "slower" for r in rows) else -1
     return f"{min(ratios):.2f}", f"{max(ratios):.2f}", str(n)
@@ -381,6 +381,10 @@ CLAIMS: tuple[Claim, ...] = (
           r"timed before the first call it was ×([\d.]+)–([\d.]+) \(no direction\) in (\d+) such sets, "
           r"all judged `slower`", "benchmarks/results-process-probe-cpu.json (process_probe rows)",
           process_probe_sets),
+    Claim("process probe v3 does not move with the code", "README.md",
+          r"timed before the task loads \(as now\) ×([\d.]+)–([\d.]+) in (\d+) more, all judged `slower` too",
+          "benchmarks/results-process-probe-cpu.json (process_probe_v3 rows)",
+          lambda: process_probe_sets("process_probe_v3")),
     Claim("H200 process probe tracking", "README.md",
           r"timed before the first call it still tracks that host, more weakly \(median correlation ([\d.]+) "
           r"against 0\.76–0\.83; spread between processes ([\d.]+) → ([\d.]+);",
