@@ -362,8 +362,9 @@ def process_probe_sets(key: str = "process_probe") -> tuple[str, ...]:
     return f"{min(ratios):.2f}", f"{max(ratios):.2f}", str(n)
 
 
-def h200_process_probe() -> tuple[str, ...]:
-    rows = _json("benchmarks/results-ci-h200-process-probe.json")["probe_tracking"]["rows"]
+def h200_process_probe(version: str | None = None) -> tuple[str, ...]:
+    data = _json("benchmarks/results-ci-h200-process-probe.json")
+    rows = (data[version] if version else data)["probe_tracking"]["rows"]
     med = [statistics.median(r[k] for r in rows) for k in ("corr_base", "sd_raw", "sd_adjusted")]
     return f"{med[0]:.2f}", f"{med[1]:.3f}", f"{med[2]:.3f}"
 
@@ -387,8 +388,13 @@ CLAIMS: tuple[Claim, ...] = (
           lambda: process_probe_sets("process_probe_v3")),
     Claim("H200 process probe tracking", "README.md",
           r"timed before the first call it still tracks that host, more weakly \(median correlation ([\d.]+) "
-          r"against 0\.76–0\.83; spread between processes ([\d.]+) → ([\d.]+);",
+          r"against 0\.76–0\.83; spread between processes ([\d.]+) → ([\d.]+)\),",
           "benchmarks/results-ci-h200-process-probe.json (probe_tracking rows, medians)", h200_process_probe),
+    Claim("H200 process probe v3 tracking", "README.md",
+          r"timed before the task loads \(as now\) less again \(median correlation ([\d.]+) in one "
+          r"session of 2 runs, spread ([\d.]+) → ([\d.]+);",
+          "benchmarks/results-ci-h200-process-probe.json (v3 probe_tracking rows, medians)",
+          lambda: h200_process_probe("v3")),
     Claim("H200 recipe with the row probe", "README.md",
           r"a \+10% slowdown was `slower` in (\d+) of (\d+) runs, identical code exit 0 in (\d+) of (\d+)",
           "benchmarks/results-ci-h200-probe.json",
