@@ -14,7 +14,8 @@ process (unless a caller gave a task object or ran an earlier run in the same in
 shared host's speed for such work moves over seconds — other tenants filling the last-level
 cache and the memory bus — and a model's call can move with it, while cache-resident work such
 as the control above hardly does. Where it does (on the H200 host, BENCHMARKS §4: the probe's
-log correlates 0.59–0.69 with a tiny model's call between processes), the diff adjusts each
+log correlated 0.40–0.48 with a tiny model's call between processes in one session, timed as
+now; 0.59–0.69 in another, timed after the task had loaded), the diff adjusts each
 row's processes for it (:func:`benchbox.receipts.adjust.adjusted_log_ratio`); where it does
 not (the 2-core development VM), the adjustment costs a degree of freedom. It is timed before
 the code under test because a covariate the change can move is not a valid one: timed beside

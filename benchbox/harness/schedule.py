@@ -97,7 +97,8 @@ def merge(parts: Sequence[Measurement], stop_reason: str | None = None) -> Measu
         if part.samples_ns:
             out.round_sizes.extend(part.rounds())
         out.samples_ns.extend(part.samples_ns)
-        out.probe_ns.extend(part.probe_ns)
+        if not out.probe_ns:  # one process's probe, the same on every part
+            out.probe_ns = list(part.probe_ns)
         for s, v in part.stages_ns.items():
             out.stages_ns.setdefault(s, []).extend(v)
     if parts:

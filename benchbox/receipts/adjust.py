@@ -1,7 +1,7 @@
 """The covariance adjustment of a cross-run comparison for the process probe.
 
-The process probe (:func:`benchbox.harness.control.probe`) is timed at each process's start,
-before the code under test first runs; what made the machine slower for those seconds moves
+The process probe (:func:`benchbox.harness.control.probe`) is timed at the start of each
+process's run, before the task is loaded; what made the machine slower for those seconds moves
 it and the process's rows alike. These fit one common slope over both sides' processes and test
 the side's effect on what the probe does not explain. A covariate the change itself moves
 would take part of the change's effect for the machine's, hence "before the code runs".
@@ -22,14 +22,13 @@ def adjusted_log_ratio(base: Replicates, head: Replicates, cov_base: Sequence[fl
     """The HEAD/BASE log-ratio adjusted for a covariate measured in each process.
 
     ``cov_*`` is the log of a fixed probe (benchbox's own code, never the code under test) timed
-    at each process's start, before the code under test first ran: what made the machine slower
+    at the start of each process's run, before the task was loaded: what made the machine slower
     then moves it too, and the change under test cannot. An analysis of covariance,
     y = a + d·head + b·(c − c̄), one common slope b fitted over the processes of both sides; the
     t-interval of d has n − 3 degrees of freedom, its residual spread floored by the quantiles'
-    own sampling error. A probe that
-    tracks nothing costs one degree of freedom; one that tracks the machine removes the
-    machine's share of the spread between processes. None unless each side has ≥ 2 processes,
-    all with a covariate, and n ≥ 5 in all.
+    own sampling error. A probe that tracks nothing costs one degree of freedom; one that tracks
+    the machine removes the machine's share of the spread between processes. None unless each
+    side has ≥ 2 processes, all with a covariate, and n ≥ 5 in all.
     """
     kb, kh = base.k, head.k
     if kb < 2 or kh < 2 or kb + kh < 5 or len(cov_base) != kb or len(cov_head) != kh:

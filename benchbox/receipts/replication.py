@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from benchbox.harness.control import PROBE
 from benchbox.receipts.model import MachineLoad, ProcessRecord, Receipt, ResultRow
 
 
@@ -76,7 +77,7 @@ def processes(receipt: Receipt) -> tuple[ProcessRecord, ...]:
 #: samples, where the code under test moved it (a change that sleeps more made it ×1.08–1.50
 #: slower), so receipts that carry it are compared without the adjustment. A diff whose
 #: processes name different probes is not adjusted either.
-ADJUSTED_PROBES = ("sort-200k-start-v2", "sort-200k-start-v3")
+ADJUSTED_PROBES = ("sort-200k-start-v2", PROBE)
 
 
 def process_probes(receipts: Sequence[Receipt], rows: Sequence[ResultRow]) -> list[list[float]] | None:
