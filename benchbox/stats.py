@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -29,28 +30,47 @@ def quantile(x: np.ndarray, q: float) -> float:
     return float(np.quantile(x, q))
 
 
+#: log(k!) for k = 0, 1, ...: grown as larger sample counts need it
+_LOG_FACTORIAL = np.zeros(1)
+
+
+def _binomial_pmf(n: int, q: float) -> np.ndarray:
+    """P(X = k) for k = 0..n, X ~ Binomial(n, q), from log-factorials (each within an ulp or two)."""
+    global _LOG_FACTORIAL
+    if len(_LOG_FACTORIAL) <= n:
+        _LOG_FACTORIAL = np.array([math.lgamma(k + 1) for k in range(max(n + 1, 2 * len(_LOG_FACTORIAL)))])
+    lf = _LOG_FACTORIAL
+    k = np.arange(n + 1)
+    return np.exp(lf[n] - lf[k] - lf[n - k] + k * math.log(q) + (n - k) * math.log1p(-q))
+
+
 @lru_cache(maxsize=4096)
 def ci_ranks(n: int, q: float, level: float = CI_LEVEL,
              alternative: str = "two-sided") -> tuple[int | None, int | None]:
     """0-based order-statistic indices bounding the q-quantile, exact binomial.
 
-    Same rule as ``scipy.stats.quantile_test(...).confidence_interval()``: each
-    side misses with probability at most (1 - level)/2 for a two-sided interval,
-    1 - level for a one-sided bound ("less": an upper bound; "greater": a lower
-    bound). A side that needs an order statistic beyond the sample is None.
+    Same rule as ``scipy.stats.quantile_test(...).confidence_interval()`` (a test checks it
+    against scipy's binomial quantiles): each side misses with probability at most
+    (1 - level)/2 for a two-sided interval, 1 - level for a one-sided bound ("less": an upper
+    bound; "greater": a lower bound). A side that needs an order statistic beyond the sample
+    is None. Computed here rather than through scipy.stats, whose import alone takes about a
+    second of every run's start.
     """
-    from scipy.stats import binom
-
     if n < 1:
         return None, None
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"quantile must be strictly between 0 and 1, got {q!r}")
     tail = (1.0 - level) / 2 if alternative == "two-sided" else 1.0 - level
-    bd = binom(n, q)
+    pmf = _binomial_pmf(n, q)
     lo = hi = None
     if alternative in ("two-sided", "greater"):
-        i = int(bd.ppf(tail)) - 1
+        # the binomial's tail quantile: the first k with P(X <= k) >= tail; the bound is one below
+        i = int(np.searchsorted(np.cumsum(pmf), tail, side="left")) - 1
         lo = i if i >= 0 else None
     if alternative in ("two-sided", "less"):
-        j = int(bd.isf(tail))
+        # the first k with P(X > k) <= tail (the upper tail summed from its small end)
+        above = np.append(np.cumsum(pmf[::-1])[::-1][1:], 0.0)
+        j = int(np.flatnonzero(above <= tail)[0])
         hi = j if j < n else None
     return lo, hi
 
@@ -271,13 +291,11 @@ def log_quantile_se(sorted_x: np.ndarray, q: float, level: float = CI_LEVEL) -> 
     order-statistic interval's half-width in log over z (ranks from the normal approximation,
     clipped to the sample, where the exact interval needs more samples). None without two
     positive samples."""
-    from scipy.special import ndtri
-
     x = np.asarray(sorted_x, dtype=np.float64)
     n = len(x)
     if n < 2 or not x[0] > 0:
         return None
-    z = float(ndtri(1.0 - (1.0 - level) / 2))
+    z = NormalDist().inv_cdf(1.0 - (1.0 - level) / 2)
     lo, hi = ci_ranks(n, q, level)
     if lo is None or hi is None:
         centre, spread = n * q, z * math.sqrt(n * q * (1.0 - q))

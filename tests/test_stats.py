@@ -253,3 +253,45 @@ def test_gpu_state_without_gpu_is_a_note() -> None:
     assert "note" in gpu_state("cpu")
     assert "note" in gpu_state("cuda:0")  # no CUDA device here
     assert throttle_names(0x1 | 0x40 | 0x1000) == ["gpu_idle", "hw_thermal_slowdown", "0x1000"]
+
+
+@pytest.mark.parametrize("level", [0.95, 0.99, 0.9])
+def test_order_statistic_ranks_are_scipys_binomial_quantiles(level: float) -> None:
+    """ci_ranks computes the binomial tails itself (scipy.stats costs a second of every run's
+    start): its ranks are scipy's binomial ppf/isf ones for every n up to 1,200 and two large ones."""
+    from scipy.stats import binom
+
+    ns = np.array([*range(2, 1201), 10_000, 100_000])
+    for q in (0.5, 0.9, 0.95, 0.99, 0.999, 0.1, 0.01):
+        for alternative in ("two-sided", "less", "greater"):
+            tail = (1.0 - level) / 2 if alternative == "two-sided" else 1.0 - level
+            lows = binom.ppf(tail, ns, q).astype(int) - 1
+            highs = binom.isf(tail, ns, q).astype(int)
+            for n, lo, hi in zip(ns.tolist(), lows.tolist(), highs.tolist()):
+                want = (lo if lo >= 0 and alternative != "less" else None,
+                        hi if hi < n and alternative != "greater" else None)
+                assert ci_ranks(n, q, level, alternative) == want, (n, q, alternative)
+
+
+def test_ranks_of_a_single_sample_and_refused_quantiles() -> None:
+    assert ci_ranks(0, 0.5) == (None, None)
+    assert ci_ranks(1, 0.5) == (None, None)
+    assert ci_ranks(1, 0.99, alternative="less") == (None, None)
+    for q in (0.0, 1.0, -0.1, 1.5):
+        with pytest.raises(ValueError, match="strictly between 0 and 1"):
+            ci_ranks(10, q)
+
+
+def test_a_run_does_not_import_scipy_stats_or_special() -> None:
+    """The statistics a run needs (intervals, sample counts, the control's spread) come without
+    scipy.stats or scipy.special (their import is about a second of every run's start)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, numpy as np; from benchbox.stats import summarize, min_n_for_ci, log_quantile_se; "
+            "summarize(list(range(1000, 1500))); min_n_for_ci(0.99); "
+            "log_quantile_se(np.arange(1.0, 50.0), 0.5); "
+            "import benchbox.harness.sampling, benchbox.harness.control, benchbox.run.sequence; "
+            "print(sorted(m for m in sys.modules if m.startswith(('scipy.stats', 'scipy.special'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
