@@ -88,7 +88,7 @@ def gpu_while_working(readings: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def new_receipt(contract: Contract, *, command: Sequence[str], environment: Mapping[str, Any],
-                task: Mapping[str, Any], cases: Sequence[Any], settings: Mapping[str, Any],
+                task: Mapping[str, Any], cases: Sequence[Any], settings: Settings,
                 process: ProcessRecord | None = None) -> Receipt:
     """An empty, incomplete receipt for one contract of a run (measured by ``process``)."""
     from benchbox import __version__
@@ -99,7 +99,7 @@ def new_receipt(contract: Contract, *, command: Sequence[str], environment: Mapp
         contract=ContractRecord.of(contract.to_dict()), environment=Environment.of(environment),
         task=TaskRecord.of({**task, "cases": [{"name": c.name, "request_sha256": c.sha256}
                                               for c in cases]}),
-        settings=Settings.of(settings), calibration=Calibration(), results=())
+        settings=settings, calibration=Calibration(), results=())
 
 
 def _accuracy(gates: Sequence[Any]) -> Accuracy:

@@ -29,6 +29,7 @@ from benchbox.harness.schedule import measured_before, sample, sampling_key
 from benchbox.receipts import build
 from benchbox.receipts.conditions import load_warning
 from benchbox.receipts.model import Calibration, ResultRow
+from benchbox.receipts.settings import Settings
 from benchbox.run.capture import OutputLog
 from benchbox.run.config import RunConfig
 from benchbox.run.contain import contained, describe
@@ -183,22 +184,16 @@ class _Run:
 
         cfg = self.cfg
         env = environment.collect(cfg.device)
-        settings: dict[str, Any] = {
-            "warmup": cfg.warmup, "samples": cfg.samples, "repeats": cfg.repeats, "device": cfg.device,
-            "sampling": self.policy.describe(), "runners": list(cfg.runners), "baseline": self.baseline,
-            "gates": self.task.gate_thresholds(), "contracts_in_run": [c.name for c in self.contracts],
-            "case_time_limit_s": cfg.case_time_limit_s}
-        if cfg.settle_s:
-            settings["settle_s"] = cfg.settle_s
-        if cfg.labels:
-            settings["labels"] = dict(cfg.labels)
-        if any(c.arrival.open_loop for c in self.contracts):
-            settings["overload_bound"] = cfg.load_bound().describe()
-        settings["fresh_processes"] = cfg.in_workers
-        if cfg.gc_mode != "on":
-            settings["gc_mode"] = cfg.gc_mode
-        if cfg.layout != "random":
-            settings["layout"] = cfg.layout
+        settings = Settings(
+            warmup=cfg.warmup, samples=cfg.samples, repeats=cfg.repeats, device=cfg.device,
+            sampling=self.policy.describe(), runners=tuple(cfg.runners), baseline=self.baseline,
+            gates=self.task.gate_thresholds(), contracts_in_run=tuple(c.name for c in self.contracts),
+            case_time_limit_s=cfg.case_time_limit_s, settle_s=cfg.settle_s or None,
+            labels=dict(cfg.labels) or None,
+            overload_bound=cfg.load_bound().describe() if any(c.arrival.open_loop for c in self.contracts)
+            else None,
+            fresh_processes=cfg.in_workers, gc_mode=None if cfg.gc_mode == "on" else cfg.gc_mode,
+            layout=None if cfg.layout == "random" else cfg.layout)
         process = build.this_process(env, cfg.repeats, quieting(cfg.gc_mode, env.get("torch_threads")))
         receipts = [build.new_receipt(c, command=cfg.command, environment=env, task=self.task.info(),
                                       cases=self.cases, settings=settings, process=process)
