@@ -30,18 +30,29 @@ def quantile(x: np.ndarray, q: float) -> float:
     return float(np.quantile(x, q))
 
 
-#: log(k!) for k = 0, 1, ...: grown as larger sample counts need it
-_LOG_FACTORIAL = np.zeros(1)
+def _log_gamma(x: np.ndarray) -> np.ndarray:
+    """log Γ(x) for x ≥ 1: the standard library's below 50, Stirling's series (four terms; the
+    next is under 1e-15 there) above, as close as math.lgamma's own rounding."""
+    out = np.empty(len(x))
+    small = x < 50
+    out[small] = [math.lgamma(v) for v in x[small]]
+    y = x[~small]
+    r = 1.0 / y
+    r2 = r * r
+    out[~small] = ((y - 0.5) * np.log(y) - y + 0.5 * math.log(2 * math.pi)
+                   + r * (1 / 12 - r2 * (1 / 360 - r2 * (1 / 1260 - r2 / 1680))))
+    return out
 
 
-def _binomial_pmf(n: int, q: float) -> np.ndarray:
-    """P(X = k) for k = 0..n, X ~ Binomial(n, q), from log-factorials (each within an ulp or two)."""
-    global _LOG_FACTORIAL
-    if len(_LOG_FACTORIAL) <= n:
-        _LOG_FACTORIAL = np.array([math.lgamma(k + 1) for k in range(max(n + 1, 2 * len(_LOG_FACTORIAL)))])
-    lf = _LOG_FACTORIAL
-    k = np.arange(n + 1)
-    return np.exp(lf[n] - lf[k] - lf[n - k] + k * math.log(q) + (n - k) * math.log1p(-q))
+def _binomial_pmf(n: int, q: float) -> tuple[int, np.ndarray]:
+    """(a, P(X = k) for k = a..b), X ~ Binomial(n, q), over the window [a, b] of 15 standard
+    deviations and 40 more either side of the mean (clipped to 0..n): the mass outside it is
+    below 1e-40, and the work grows with the square root of n, not with n."""
+    mean, sd = n * q, math.sqrt(n * q * (1.0 - q))
+    a, b = max(0, int(mean - 15 * sd) - 40), min(n, int(mean + 15 * sd) + 40)
+    k = np.arange(a, b + 1, dtype=np.float64)
+    log_choose = math.lgamma(n + 1) - _log_gamma(k + 1) - _log_gamma(n - k + 1)
+    return a, np.exp(log_choose + k * math.log(q) + (n - k) * math.log1p(-q))
 
 
 @lru_cache(maxsize=4096)
@@ -61,16 +72,16 @@ def ci_ranks(n: int, q: float, level: float = CI_LEVEL,
     if not 0.0 < q < 1.0:
         raise ValueError(f"quantile must be strictly between 0 and 1, got {q!r}")
     tail = (1.0 - level) / 2 if alternative == "two-sided" else 1.0 - level
-    pmf = _binomial_pmf(n, q)
+    a, pmf = _binomial_pmf(n, q)
     lo = hi = None
     if alternative in ("two-sided", "greater"):
         # the binomial's tail quantile: the first k with P(X <= k) >= tail; the bound is one below
-        i = int(np.searchsorted(np.cumsum(pmf), tail, side="left")) - 1
+        i = a + int(np.searchsorted(np.cumsum(pmf), tail, side="left")) - 1
         lo = i if i >= 0 else None
     if alternative in ("two-sided", "less"):
         # the first k with P(X > k) <= tail (the upper tail summed from its small end)
         above = np.append(np.cumsum(pmf[::-1])[::-1][1:], 0.0)
-        j = int(np.flatnonzero(above <= tail)[0])
+        j = a + int(np.flatnonzero(above <= tail)[0])
         hi = j if j < n else None
     return lo, hi
 

@@ -258,11 +258,13 @@ def test_gpu_state_without_gpu_is_a_note() -> None:
 @pytest.mark.parametrize("level", [0.95, 0.99, 0.9])
 def test_order_statistic_ranks_are_scipys_binomial_quantiles(level: float) -> None:
     """ci_ranks computes the binomial tails itself (scipy.stats costs a second of every run's
-    start): its ranks are scipy's binomial ppf/isf ones for every n up to 1,200 and two large ones."""
+    start): its ranks are scipy's binomial ppf/isf ones for every n up to 1,200 and three large
+    ones, where only a window around the mean is summed, at quantiles down to 1e-5 and up to
+    0.9999 (skewed, narrow distributions)."""
     from scipy.stats import binom
 
-    ns = np.array([*range(2, 1201), 10_000, 100_000])
-    for q in (0.5, 0.9, 0.95, 0.99, 0.999, 0.1, 0.01):
+    ns = np.array([*range(2, 1201), 10_000, 100_000, 10_000_000])
+    for q in (0.5, 0.9, 0.95, 0.99, 0.999, 0.9999, 0.1, 0.01, 1e-5):
         for alternative in ("two-sided", "less", "greater"):
             tail = (1.0 - level) / 2 if alternative == "two-sided" else 1.0 - level
             lows = binom.ppf(tail, ns, q).astype(int) - 1
