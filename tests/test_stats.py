@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -258,7 +259,7 @@ def test_gpu_state_without_gpu_is_a_note() -> None:
 @pytest.mark.parametrize("level", [0.95, 0.99, 0.9])
 def test_order_statistic_ranks_are_scipys_binomial_quantiles(level: float) -> None:
     """ci_ranks computes the binomial tails itself (scipy.stats costs a second of every run's
-    start): its ranks are scipy's binomial ppf/isf ones for every n up to 1,200 and three large
+    start): its ranks are scipy's binomial ppf/isf ones for every n from 2 to 1,200 and three large
     ones, where only a window around the mean is summed, at quantiles down to 1e-5 and up to
     0.9999 (skewed, narrow distributions)."""
     from scipy.stats import binom
@@ -284,16 +285,41 @@ def test_ranks_of_a_single_sample_and_refused_quantiles() -> None:
             ci_ranks(10, q)
 
 
-def test_a_run_does_not_import_scipy_stats_or_special() -> None:
-    """The statistics a run needs (intervals, sample counts, the control's spread) come without
-    scipy.stats or scipy.special (their import is about a second of every run's start)."""
+def test_a_run_does_not_import_scipy_stats() -> None:
+    """What a run computes (intervals, sample counts, the control's spread) needs no scipy, and the
+    comparison of its runners at its end takes Student's t from scipy.special alone: scipy.stats'
+    import is about a second of every run (scipy.special's about a third of one)."""
     import subprocess
     import sys
 
+    from tests.support import REPO
+
+    two_runners = REPO / "receipts" / "h200-tiny-fp32.public_task_call_wall.json"
     code = ("import sys, numpy as np; from benchbox.stats import summarize, min_n_for_ci, log_quantile_se; "
             "summarize(list(range(1000, 1500))); min_n_for_ci(0.99); "
             "log_quantile_se(np.arange(1.0, 50.0), 0.5); "
             "import benchbox.harness.sampling, benchbox.harness.control, benchbox.run.sequence; "
-            "print(sorted(m for m in sys.modules if m.startswith(('scipy.stats', 'scipy.special'))))")
+            "print(sorted(m for m in sys.modules if m.startswith('scipy')))\n"
+            "from benchbox.receipts import load_receipt; "
+            "from benchbox.receipts.baseline import compare_runners; "
+            f"r = load_receipt({str(two_runners)!r}); assert compare_runners(r).rows; "
+            "print(sorted(m for m in sys.modules if m.startswith('scipy.stats')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+    assert out.splitlines() == ["[]", "[]"]
+
+
+def test_students_t_from_scipy_special_is_scipy_stats_t() -> None:
+    """The comparison's t quantiles and tails (scipy.special's stdtrit/stdtr, which scipy.stats.t
+    itself calls) are scipy.stats.t's to the bit, at the probabilities the diff uses."""
+    from benchbox.stats import LogRatio, _interval, _t_sum
+
+    rng = np.random.default_rng(3)
+    for df in [*rng.uniform(1.0, 300.0, 200), 1.0, 2.0, 4.5, 1e6, math.inf]:
+        for alpha, power in ((0.05, 0.8), (0.01, 0.9), (0.0125, 0.8)):
+            assert _t_sum(df, alpha, power) == float(stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(power, df))
+        d, se = float(rng.normal(0, 0.1)), float(rng.uniform(0.001, 0.2))
+        r = _interval(d, se, df, 0.95, ("", ""))
+        assert isinstance(r, LogRatio)
+        assert r.p == float(min(1.0, 2.0 * stats.t.sf(abs(d) / se, df)))
+        crit = float(stats.t.ppf(0.975, df))
+        assert r.ci == (math.exp(d - crit * se), math.exp(d + crit * se))

@@ -179,6 +179,7 @@ class RunConfig:
 
         ``runners``: where the run gets its runners (their names and option checks).
         """
+        self._validate_scalars()
         self._validate_arrival()
 
         known = runners.names()
@@ -226,6 +227,18 @@ class RunConfig:
                 raise FieldError("labels", "labels are strings")
         if len(set(self.contract_names)) != len(self.contract_names):
             raise FieldError("contracts", "a contract is named twice")
+
+    def _validate_scalars(self) -> None:
+        """Every field declared a plain bool, int, float or str holds one (a config built in code
+        is checked as one read from a file or the command line is): a receipt records them."""
+        kinds = {"bool": (bool,), "int": (int,), "float": (int, float), "str": (str,)}
+        words = {"bool": "true or false", "int": "a whole number", "float": "a number", "str": "a string"}
+        for f in dataclasses.fields(self):
+            want = kinds.get(str(f.type))
+            value = getattr(self, f.name)
+            if want is None or (isinstance(value, want) and (bool in want or not isinstance(value, bool))):
+                continue
+            raise FieldError(f.name, f"must be {words[str(f.type)]}, got {value!r}")
 
     def _validate_times(self) -> None:
         """The per-case time limit, adaptive sampling's budget below it, and the settle phase."""

@@ -1,4 +1,4 @@
-"""Smoke test of benchmarks/ci_false_alarms.py: two small repetitions of every scenario, JSON out.
+"""Smoke tests of benchmarks/ci_false_alarms.py: small repetitions of its scenarios, JSON out.
 
 It checks the script's plumbing (runs, load, injected slowdown, diff, counts), never the
 rates: those need the full 20 repetitions on a machine at rest.

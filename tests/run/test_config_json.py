@@ -32,3 +32,19 @@ def test_every_field_round_trips_through_the_worker_json_with_its_type() -> None
     assert back == cfg
     for f in dataclasses.fields(RunConfig):
         assert type(getattr(back, f.name)) is type(getattr(cfg, f.name)), f.name
+
+
+def test_a_config_built_in_code_with_a_wrongly_typed_scalar_is_refused_before_running() -> None:
+    """A config built in code gets the checks one read from a file gets: 0 is not a switch and 5.0
+    not a count (they would be written into the receipt's settings, which its reader refuses)."""
+    import pytest
+
+    from benchbox.errors import FieldError
+
+    for field, value, said in (("fresh_processes", 0, "true or false"), ("warmup", 5.0, "a whole number"),
+                               ("samples", True, "a whole number"), ("max_time_s", "9", "a number"),
+                               ("device", None, "a string")):
+        with pytest.raises(FieldError, match=f"must be {said}, got {value!r}") as e:
+            RunConfig(runners=["torch-eager"], **{field: value}).validate()
+        assert e.value.field == field
+    RunConfig(runners=["torch-eager"], case_time_limit_s=30, settle_s=0).validate()  # an int is a number
