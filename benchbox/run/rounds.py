@@ -1,16 +1,23 @@
-"""``--repeats K``: every (runner, case) sampled in K independent rounds, separated in time.
+"""The measuring step of every run: each (runner, case) sampled in K rounds (K = ``--repeats``).
 
-All runners are prepared first (so they are held in memory together) and every case is
-validated once; then round after round, each (runner, case) takes its share of the
-samples after its own warm-up, in turn, so drift on the machine lands between rounds
-rather than inside one runner's samples. Each round is one entry of the row's
-``round_sizes``. Rows are written when their last round is in; an interrupt keeps the
-rounds so far as partial rows. The per-case time limit covers a case's validation and all its
-rounds together, and sys.exit or a BaseException from task code fails that (runner, case)
-alone, keeping the samples of its earlier rounds, as in a one-round run. Fresh worker
-processes per round are not done here: a round shares the process, the prepared runner and
-its compiled code with the others (the CI recipe, ``examples/ci``, runs each round as its own
-``benchbox run`` process and joins them with ``benchbox combine``).
+A one-round run and ``--repeats K`` take this one path. A (runner, case)'s first turn validates
+it (two untimed calls checked against the reference), settles it when a settle phase is declared,
+then samples; each later round samples it again after its own warm-up; its rows are written once
+its last round is in, or as soon as it fails. Each round is one entry of the row's
+``round_sizes`` (a single round keeps its sampling's own).
+
+With one round, each runner is prepared, measured and let go before the next is prepared (one in
+memory at a time), so every case is validated just before its samples and written right after
+them. With K rounds, every runner is prepared first and held in memory with the others, so that
+round after round each (runner, case) takes its share of the samples in turn and drift on the
+machine lands between rounds rather than inside one runner's samples.
+
+The per-case time limit covers a case's validation and all its rounds together; ``sys.exit``, a
+BaseException from task code or the time limit fail that (runner, case) alone, keeping what its
+rounds measured before. An interrupt ends the sampling in progress: that (runner, case) keeps its
+samples as a partial row, every other one keeps the rounds it has, and nothing more is prepared.
+Fresh processes are not made here: a run in fresh processes (:mod:`benchbox.run.workers`) runs
+this step with one round in each of its workers.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from benchbox.harness.loop import Measurement
 from benchbox.harness.quiet import gc_paused
-from benchbox.harness.schedule import Sampled, merge, sample
+from benchbox.harness.schedule import Sampled, measured_before, merge, sample
 from benchbox.run.contain import contained
 
 if TYPE_CHECKING:
@@ -40,7 +47,7 @@ if TYPE_CHECKING:
 
 
 class RunSteps(Protocol):
-    """What measuring in rounds takes from the run sequence: its state and its steps."""
+    """What measuring takes from the run sequence: its state and its steps."""
 
     cfg: RunConfig
     task: Task
@@ -59,19 +66,22 @@ class RunSteps(Protocol):
 
     def prepare_runner(self, name: str) -> tuple[Runner, PhaseTimer] | None: ...
 
-    def contained_case(self, runner: Runner, case: Case, phases: PhaseTimer) -> list[ResultRow]: ...
+    def reference_failed(self, runner: Runner, case: Case, phases: PhaseTimer) -> list[ResultRow]: ...
 
     def validate_case(self, runner: Runner, case: Case,
                       phases: PhaseTimer) -> tuple[list[ResultRow] | None, Any]: ...
 
+    def settle_case(self, runner: Runner, case: Case, phases: PhaseTimer) -> list[ResultRow] | None: ...
+
     def failed_case(self, runner: Runner, case: Case, phases: PhaseTimer, e: BaseException,
                     kept: Sequence[Measurement] = ()) -> list[ResultRow]: ...
+
+    def counted(self, policy: SamplingPolicy) -> Callable[[Any], Any]: ...
 
     def rows(self, runner: Runner, case: Case, phases: PhaseTimer, gates: Any,
              results: Sequence[Sampled]) -> list[ResultRow]: ...
 
     def lines(self, runner: str, case: Case, rows: list[ResultRow]) -> list[str]: ...
-
 
 
 def round_sizes(samples: int, k: int) -> list[int]:
@@ -96,7 +106,7 @@ def _heaviest_load(parts: list[Measurement]) -> dict[str, Any] | None:
 
 
 @dataclasses.dataclass
-class _InRounds:
+class _Item:
     """One (runner, case) across the rounds: what it has measured and how long it has taken."""
 
     runner: Any
@@ -105,10 +115,13 @@ class _InRounds:
     gates: Any = None
     #: per contract, its share of each round so far
     parts: list[list[Measurement]] = dataclasses.field(default_factory=list)
-    #: per contract, how its last round ended (an error or an interrupt ends its rounds)
+    #: per contract, how its last round ended (its sampling as it came, for a single round)
     last: list[Sampled] = dataclasses.field(default_factory=list)
     spent_s: float = 0.0
-    rows: list[Any] | None = None  # set once it has failed
+    #: set once it has failed outside sampling (validation, settle, sys.exit, the time limit)
+    rows: list[Any] | None = None
+    validated: bool = False
+    written: bool = False
 
     @property
     def label(self) -> str:
@@ -122,16 +135,24 @@ class _InRounds:
     def interrupted(self) -> bool:
         return any(s.interrupted for s in self.last)
 
-    def kept(self) -> list[Measurement]:
-        """What the rounds so far measured, one per contract (none when nothing was)."""
-        if not any(m.samples_ns for p in self.parts for m in p):
+    def kept(self, now: Sequence[Measurement] = ()) -> list[Measurement]:
+        """What the rounds so far measured, one per contract (none when nothing was); ``now``:
+        what the round in progress measured before it was ended."""
+        if now and not self.parts[0]:
+            return list(now)  # nothing before this round: the round's own, as its sampling left it
+        parts = [p + [_as_round(m)] for p, m in zip(self.parts, now)] if now else self.parts
+        if not any(m.samples_ns for p in parts for m in p):
             return []
-        return [merge(p, stop_reason="") for p in self.parts]
+        return [merge(p, stop_reason="") for p in parts]
 
     def sampled(self, repeats: int) -> list[Sampled]:
-        """The rounds joined, one per contract, with how its last round ended."""
+        """The rounds joined, one per contract, with how its last round ended (fewer than the
+        contracts when an interrupt cut its first round short)."""
+        reached = [s for p, s in zip(self.parts, self.last) if p]
+        if repeats == 1:
+            return reached
         out = []
-        for p, s in zip(self.parts, self.last):
+        for p, s in zip(self.parts, reached):
             n, k = sum(len(m.samples_ns) for m in p), sum(1 for m in p if m.samples_ns)
             reason = f"fixed sample count {n} reached in {k} independent round(s) (repeats = {repeats})"
             load = _heaviest_load(p)
@@ -142,61 +163,68 @@ class _InRounds:
         return out
 
 
-def _contained(run: RunSteps, item: _InRounds, what: str, step: Callable[[], Any]) -> Any:
-    """``step()`` under what is left of the case's time limit, its output captured into the
-    runner's log; sys.exit, a BaseException or the time limit fail the (runner, case) with
-    the samples of its earlier rounds kept, as a case of a one-round run would fail."""
+def _contained(run: RunSteps, item: _Item, step: Callable[[], Any]) -> Any:
+    """``step()`` under what is left of the case's time limit; sys.exit, a BaseException or the
+    time limit fail the (runner, case), keeping what its rounds measured before (also the round
+    in progress, up to the sample it was in)."""
     left = run.limit.seconds - item.spent_s if run.limit.seconds > 0 else None
     t0 = time.perf_counter()
     try:
-        with run.limit.guard(item.label, left), run.log.capture(f"{item.label}: {what}", item.runner.name):
+        with run.limit.guard(item.label, left):
             return step()
     except BaseException as e:
         if not contained(e):
             raise
-        item.rows = run.failed_case(item.runner, item.case, item.phases, e, item.kept())
+        item.rows = run.failed_case(item.runner, item.case, item.phases, e, item.kept(measured_before(e)))
         return None
     finally:
         item.spent_s += time.perf_counter() - t0
 
 
-def _prepared(run: RunSteps) -> list[_InRounds]:
-    """Every runner prepared and every case validated; failures recorded as they happen."""
-    ready = []
-    for name in run.cfg.runners:
+def _items(run: RunSteps, names: Sequence[str]) -> list[_Item]:
+    """Every (runner, case) of the runners named, each runner prepared (a runner that cannot
+    run or fails to prepare has its rows recorded and no items)."""
+    items = []
+    for name in names:
         run.stop.check()
         got = run.prepare_runner(name)
-        if got is None:
-            continue
-        runner, phases = got
-        for case in run.cases:
-            item = _InRounds(runner, case, phases)
-            if case.name in run.reference_failures:
-                run.receipts.add_rows(run.contained_case(runner, case, phases))  # the reference's failure
-                continue
-            got_v = _contained(run, item, "validate",
-                               lambda i=item: run.validate_case(i.runner, i.case, i.phases))
-            if item.rows is not None:
-                run.receipts.add_rows(item.rows)
-                continue
-            failed, item.gates = got_v
-            if failed is not None:
-                run.receipts.add_rows(failed)
-                continue
-            item.parts = [[] for _ in run.harnesses]
-            item.last = [Sampled(Measurement()) for _ in run.harnesses]
-            ready.append(item)
-    return ready
+        if got is not None:
+            runner, phases = got
+            items += [_Item(runner, case, phases, parts=[[] for _ in run.harnesses],
+                            last=[Sampled(Measurement()) for _ in run.harnesses]) for case in run.cases]
+    return items
 
 
-def _one_round(run: RunSteps, item: _InRounds, policy: SamplingPolicy) -> None:
+def _first(run: RunSteps, item: _Item) -> None:
+    """The (runner, case)'s first turn before sampling: the reference's failure, or validate and settle."""
+    item.validated = True
+    if item.case.name in run.reference_failures:
+        item.rows = run.reference_failed(item.runner, item.case, item.phases)
+        return
+
+    def step() -> list[ResultRow] | None:
+        failed, item.gates = run.validate_case(item.runner, item.case, item.phases)
+        return failed if failed is not None else run.settle_case(item.runner, item.case, item.phases)
+
+    failed = _contained(run, item, step)
+    if failed is not None:
+        item.rows = failed
+
+
+def _turn(run: RunSteps, item: _Item, policy: SamplingPolicy) -> None:
     """The (runner, case)'s share of one round, added to what it has."""
-    def step() -> list[Sampled]:
-        with gc_paused(run.cfg.gc_mode):
-            return list(sample(run.harnesses, run.task, item.runner, item.case.request, policy,
-                               run.stop.should_stop, run.probe_ns))
+    if not item.validated:
+        _first(run, item)
+        if item.ended:
+            return
 
-    got = _contained(run, item, "sample", step)
+    def step() -> list[Sampled]:
+        run.reporter.phase("sample", item.runner.name, item.case.name)
+        with run.log.capture(f"{item.label}: sample", item.runner.name), gc_paused(run.cfg.gc_mode):
+            return list(sample(run.harnesses, run.task, item.runner, item.case.request, policy,
+                               run.counted(policy), run.probe_ns))
+
+    got = _contained(run, item, step)
     if got is None:
         return
     for i, s in enumerate(got):  # fewer than the contracts when an interrupt cut the round short
@@ -204,28 +232,43 @@ def _one_round(run: RunSteps, item: _InRounds, policy: SamplingPolicy) -> None:
         item.last[i] = s
 
 
-def measure_in_rounds(run: RunSteps) -> None:
-    """Prepare every runner, validate every case, then sample in ``run.cfg.repeats`` rounds."""
-    cfg = run.cfg
-    ready = _prepared(run)
-    sizes = round_sizes(cfg.samples, cfg.repeats)
+def _write(run: RunSteps, item: _Item) -> None:
+    """The (runner, case)'s rows, into the receipts, and its line."""
+    item.written = True
+    rows = item.rows
+    if rows is None:
+        rows = run.rows(item.runner, item.case, item.phases, item.gates, item.sampled(run.cfg.repeats))
+    run.receipts.add_rows(rows)
+    run.reporter.case_finished(item.runner.name, item.case.name,
+                               "\n".join(run.lines(item.runner.name, item.case, rows)))
+
+
+def _measure(run: RunSteps, items: list[_Item], sizes: list[int]) -> None:
+    """The rounds over ``items``; each item written when it ends or its last round is in. On an
+    interrupt every item that measured something is written, and nothing more is measured."""
     for r, size in enumerate(sizes):
-        run.reporter.note(f"round {r + 1} of {len(sizes)} ({size} samples per runner and case)")
+        if len(sizes) > 1:
+            run.reporter.note(f"round {r + 1} of {len(sizes)} ({size} samples per runner and case)")
         policy = dataclasses.replace(run.policy, samples=size)
-        for item in ready:
-            if not item.ended:
-                _one_round(run, item, policy)
-            if item.interrupted:
+        for item in items:
+            if run.stop.requested:
                 break
-        if any(item.interrupted for item in ready):
+            if not item.ended:
+                _turn(run, item, policy)
+            if not item.written and (item.ended or r == len(sizes) - 1):
+                _write(run, item)
+        if run.stop.requested:
             break
-    for item in ready:
-        if item.rows is not None:  # failed in a round: its rows, with what earlier rounds measured
-            run.receipts.add_rows(item.rows)
-            run.reporter.case_finished(item.runner.name, item.case.name,
-                                       f"{item.label}: failed: {item.rows[0].reasons[0]}")
-            continue
-        rows = run.rows(item.runner, item.case, item.phases, item.gates, item.sampled(cfg.repeats))
-        run.receipts.add_rows(rows)
-        run.reporter.case_finished(item.runner.name, item.case.name,
-                                   "\n".join(run.lines(item.runner.name, item.case, rows)))
+    for item in items:  # after an interrupt: what the rounds so far measured
+        if not item.written and item.validated and any(m.samples_ns for p in item.parts for m in p):
+            _write(run, item)
+
+
+def measure(run: RunSteps) -> None:
+    """Every runner's cases sampled in ``run.cfg.repeats`` rounds (see the module's docstring)."""
+    sizes = round_sizes(run.cfg.samples, run.cfg.repeats)
+    names = list(run.cfg.runners)
+    for group in ([n] for n in names) if len(sizes) == 1 else [names]:
+        _measure(run, _items(run, group), sizes)
+        if run.stop.requested:
+            return

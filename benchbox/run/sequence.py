@@ -1,8 +1,9 @@
 """``benchbox run`` as a library call: the run sequence, top to bottom.
 
-validate → open receipts → calibrate → reference → for each runner: prepare, then for
-each case: validate (accuracy) → sample → record → finish. What is validated first (contracts,
-task, cases) is :mod:`benchbox.run.inputs`; the reference is :mod:`benchbox.run.reference`.
+validate → open receipts → calibrate → reference → measure (:mod:`benchbox.run.rounds`: for
+each runner: prepare, then for each case: validate (accuracy) → sample → record, in one round or
+``--repeats K``) → finish. What is validated first (contracts, task, cases) is
+:mod:`benchbox.run.inputs`; the reference is :mod:`benchbox.run.reference`.
 
 Each runner is prepared (built, compiled) once and each case validated once; every
 contract then gets its own samples and its own receipt, written after each
@@ -24,8 +25,9 @@ from benchbox.errors import FieldError, UsageError, error_line
 from benchbox.harness import Harness, PhaseTimer
 from benchbox.harness.clocks import HostClock, host_clock
 from benchbox.harness.control import measure_control, probe
-from benchbox.harness.quiet import check_layout, gc_paused, quieting
-from benchbox.harness.schedule import measured_before, sample, sampling_key
+from benchbox.harness.quiet import check_layout, quieting
+from benchbox.harness.sampling import SamplingPolicy
+from benchbox.harness.schedule import sampling_key
 from benchbox.receipts import build
 from benchbox.receipts.conditions import load_warning
 from benchbox.receipts.model import Calibration, ResultRow
@@ -41,6 +43,7 @@ from benchbox.run.outcome import RunOutcome
 from benchbox.run.output import Output, log_path
 from benchbox.run.progress import LineReporter, Reporter, RunPlan, passes
 from benchbox.run.reference import Reference
+from benchbox.run.rounds import measure
 from benchbox.runners import Runner
 from benchbox.tasks import CallTrace, Case, Task
 
@@ -148,14 +151,7 @@ class _Run:
         self._calibrate()
         self.references = self._reference()
         self.harnesses = [Harness(c, self.clock, cfg.load_bound()) for c in self.contracts]
-        if cfg.repeats > 1:
-            from benchbox.run.rounds import measure_in_rounds
-
-            measure_in_rounds(self)
-        else:
-            for name in cfg.runners:
-                self.stop.check()
-                self._measure_runner(name)
+        measure(self)
         self.stop.check()
         return self._finish()
 
@@ -241,18 +237,7 @@ class _Run:
         self.receipts.update(lambda i, r: dataclasses.replace(r, task=dataclasses.replace(r.task, **facts)))
 
 
-    # -- for each runner: prepare, then each case ---------------------------------------------
-    def _measure_runner(self, name: str) -> None:
-        got = self.prepare_runner(name)
-        if got is None:
-            return
-        runner, phases = got
-        for case in self.cases:
-            self.stop.check()
-            rows = self.contained_case(runner, case, phases)
-            self._record(rows)
-            self.reporter.case_finished(name, case.name, "\n".join(self.lines(runner.name, case, rows)))
-
+    # -- the steps of measuring (:mod:`benchbox.run.rounds`) -------------------------------
     def prepare_runner(self, name: str) -> tuple[Runner, PhaseTimer] | None:
         """The prepared runner, or None when it cannot run or failed (its rows recorded)."""
         opts = self.cfg.runner_options.get(name, {})
@@ -261,7 +246,7 @@ class _Run:
             self.progress(f"{name}: cannot run: {reason}; gathering build facts")
             report = {"options": opts, **self._unavailable_facts(name, opts), "unavailable": reason}
             for case in self.cases:
-                self._record([build.failed_row(name, case, reason, report)] * len(self.contracts))
+                self.receipts.add_rows([build.failed_row(name, case, reason, report)] * len(self.contracts))
             return None
         phases = PhaseTimer(self.clock, trials=self._trials())
         runner: Runner | None = None
@@ -282,9 +267,9 @@ class _Run:
             reported = _report(runner) if runner is not None else {}
             report = {**reported, "options": opts, "prepare_s": phases.seconds, "error": describe(e),
                       "traceback": traceback.format_exc(limit=8), **self._log_entry(name)}
+            failed = f"preparation failed: {describe(e)}"
             for case in self.cases:
-                self._record([build.failed_row(name, case, f"preparation failed: {describe(e)}", report)]
-                             * len(self.contracts))
+                self.receipts.add_rows([build.failed_row(name, case, failed, report)] * len(self.contracts))
             return None
         return runner, phases
 
@@ -296,19 +281,11 @@ class _Run:
         case = next((c for c in self.cases if c.name in self.references), self.cases[0])
         return Trials(self.harnesses[0], self.task, case.name, case.request, self.references.get(case.name))
 
-    def contained_case(self, runner: Runner, case: Case, phases: PhaseTimer) -> list[ResultRow]:
-        """One (runner, case); sys.exit or a BaseException from task or runner code fails its rows."""
-        failed = self.reference_failures.get(case.name)
-        if failed is None:
-            try:
-                with self.limit.guard(f"{runner.name} × {case.name}"):
-                    return self._measure_case(runner, case, phases)
-            except BaseException as e:
-                if not contained(e):
-                    raise
-                return self.failed_case(runner, case, phases, e, measured_before(e))
+    def reference_failed(self, runner: Runner, case: Case, phases: PhaseTimer) -> list[ResultRow]:
+        """The rows of a (runner, case) whose reference call failed."""
         report = {**_report(runner), "prepare_s": dict(phases.seconds)}
-        return [build.failed_row(runner.name, case, failed, report)] * len(self.contracts)
+        return [build.failed_row(runner.name, case, self.reference_failures[case.name], report)
+                ] * len(self.contracts)
 
     def failed_case(self, runner: Runner, case: Case, phases: PhaseTimer, e: BaseException,
                     kept: Sequence[Any] = ()) -> list[ResultRow]:
@@ -321,20 +298,6 @@ class _Run:
         if kept:
             return [build.failed_row(runner.name, case, failed, report, m) for m in kept]
         return [build.failed_row(runner.name, case, failed, report)] * len(self.contracts)
-
-    def _measure_case(self, runner: Runner, case: Case, phases: PhaseTimer) -> list[ResultRow]:
-        """Validate once (two untimed calls, outside every timed region), then sample every contract."""
-        failed, gates = self.validate_case(runner, case, phases)
-        if failed is None:
-            failed = self._settle(runner, case, phases)
-        if failed is not None:
-            return failed
-        self.reporter.phase("sample", runner.name, case.name)
-        label = f"{runner.name} × {case.name}: sample"
-        with self.log.capture(label, runner.name), gc_paused(self.cfg.gc_mode):
-            results = sample(self.harnesses, self.task, runner, case.request, self.policy, self._counted(),
-                             self.probe_ns)
-        return self.rows(runner, case, phases, gates, results)
 
     def validate_case(self, runner: Runner, case: Case,
                       phases: PhaseTimer) -> tuple[list[ResultRow] | None, Any]:
@@ -353,7 +316,7 @@ class _Run:
             return [build.failed_row(runner.name, case, error_line(e), report)] * n, None
         return None, gates
 
-    def _settle(self, runner: Runner, case: Case, phases: PhaseTimer) -> list[ResultRow] | None:
+    def settle_case(self, runner: Runner, case: Case, phases: PhaseTimer) -> list[ResultRow] | None:
         """The declared settle phase (cfg.settle_s of untimed back-to-back calls); failed rows or None."""
         seconds = self.cfg.settle_s
         if not seconds:
@@ -393,9 +356,9 @@ class _Run:
                                              report, independent_rounds=self.cfg.repeats > 1))
         return rows  # fewer than the contracts when an interrupt cut the case short
 
-    def _counted(self) -> Callable[[Any], Any]:
+    def counted(self, policy: SamplingPolicy) -> Callable[[Any], Any]:
         """The stop callback factory, counting samples for the reporter (every 10th, and the last)."""
-        total = self.policy.limit * passes([sampling_key(c) for c in self.contracts])
+        total = policy.limit * passes([sampling_key(c) for c in self.contracts])
         done = [0]
 
         def wrap(inner: Any) -> Any:
@@ -424,9 +387,6 @@ class _Run:
             else:
                 out.append(_finished(label, row))
         return out
-
-    def _record(self, rows: list[ResultRow]) -> None:
-        self.receipts.add_rows(rows)
 
     # -- finish -----------------------------------------------------------------------------
     def _finish(self) -> RunOutcome:

@@ -1,9 +1,9 @@
 """``--repeats K``: a case that misbehaves in a later round fails alone, as in a one-round run.
 
 The misbehaving code is a real user task (``tests/hostile_tasks.py``): ``sys.exit`` or a stage
-that hangs, at a chosen call of a stage. The run has two cases, references first, then each
-case's two validation calls, then round after round each case's warm-up call and samples:
-with 10 samples in 2 rounds, ``serialize`` call 20 falls in the second round of ``alpha``.
+that hangs, at a chosen call of a stage. The run has two cases, references first, then round
+after round each case's warm-up call and samples, its first round after its two validation
+calls: with 10 samples in 2 rounds, ``serialize`` call 20 falls in the second round of ``alpha``.
 """
 
 from __future__ import annotations
