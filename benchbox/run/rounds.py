@@ -109,6 +109,8 @@ def _heaviest_load(parts: list[Measurement]) -> dict[str, Any] | None:
 class _Item:
     """One (runner, case) across the rounds: what it has measured and how long it has taken."""
 
+    #: the runner's name in the run (what the reporter is told)
+    name: str
     runner: Any
     case: Any
     phases: Any
@@ -131,19 +133,19 @@ class _Item:
     def ended(self) -> bool:
         return self.rows is not None or any(s.error or s.interrupted for s in self.last)
 
-    @property
-    def interrupted(self) -> bool:
-        return any(s.interrupted for s in self.last)
-
-    def kept(self, now: Sequence[Measurement] = ()) -> list[Measurement]:
-        """What the rounds so far measured, one per contract (none when nothing was); ``now``:
-        what the round in progress measured before it was ended."""
-        if now and not self.parts[0]:
-            return list(now)  # nothing before this round: the round's own, as its sampling left it
+    def kept(self, repeats: int, e: BaseException) -> list[Measurement]:
+        """What the (runner, case) measured before ``e`` ended it, one per contract (none when
+        nothing was): a single round's sampling as ``e`` left it; with rounds, the rounds so far
+        and what the round in progress took before ``e``."""
+        now = measured_before(e)
+        if repeats == 1:
+            return now
         parts = [p + [_as_round(m)] for p, m in zip(self.parts, now)] if now else self.parts
-        if not any(m.samples_ns for p in parts for m in p):
+        n, k = sum(len(m.samples_ns) for m in parts[0]), sum(1 for m in parts[0] if m.samples_ns)
+        if not n:
             return []
-        return [merge(p, stop_reason="") for p in parts]
+        why = f"sampling ended by {type(e).__name__} after {n} sample(s) in {k} round(s)"
+        return [merge(p, stop_reason=why) for p in parts]
 
     def sampled(self, repeats: int) -> list[Sampled]:
         """The rounds joined, one per contract, with how its last round ended (fewer than the
@@ -175,7 +177,7 @@ def _contained(run: RunSteps, item: _Item, step: Callable[[], Any]) -> Any:
     except BaseException as e:
         if not contained(e):
             raise
-        item.rows = run.failed_case(item.runner, item.case, item.phases, e, item.kept(measured_before(e)))
+        item.rows = run.failed_case(item.runner, item.case, item.phases, e, item.kept(run.cfg.repeats, e))
         return None
     finally:
         item.spent_s += time.perf_counter() - t0
@@ -190,7 +192,7 @@ def _items(run: RunSteps, names: Sequence[str]) -> list[_Item]:
         got = run.prepare_runner(name)
         if got is not None:
             runner, phases = got
-            items += [_Item(runner, case, phases, parts=[[] for _ in run.harnesses],
+            items += [_Item(name, runner, case, phases, parts=[[] for _ in run.harnesses],
                             last=[Sampled(Measurement()) for _ in run.harnesses]) for case in run.cases]
     return items
 
@@ -233,14 +235,16 @@ def _turn(run: RunSteps, item: _Item, policy: SamplingPolicy) -> None:
 
 
 def _write(run: RunSteps, item: _Item) -> None:
-    """The (runner, case)'s rows, into the receipts, and its line."""
+    """The (runner, case)'s rows, into the receipts, and its line. The rows are made (the runner's
+    report read) under the case's time limit, where sys.exit or a BaseException fails them too."""
     item.written = True
-    rows = item.rows
-    if rows is None:
-        rows = run.rows(item.runner, item.case, item.phases, item.gates, item.sampled(run.cfg.repeats))
-    run.receipts.add_rows(rows)
-    run.reporter.case_finished(item.runner.name, item.case.name,
-                               "\n".join(run.lines(item.runner.name, item.case, rows)))
+    if item.rows is None:
+        made = _contained(run, item, lambda: run.rows(item.runner, item.case, item.phases, item.gates,
+                                                      item.sampled(run.cfg.repeats)))
+        item.rows = made if item.rows is None else item.rows  # (set by _contained when it failed)
+    run.receipts.add_rows(item.rows)
+    run.reporter.case_finished(item.name, item.case.name,
+                               "\n".join(run.lines(item.runner.name, item.case, item.rows)))
 
 
 def _measure(run: RunSteps, items: list[_Item], sizes: list[int]) -> None:

@@ -9,8 +9,8 @@ receipt holds them, the receipt's completeness and settings, the exit code and t
 printed, with timings and paths masked.
 
 One change is on purpose (:func:`_changed`): a case that a BaseException ends in a later round
-keeps the samples that round took before it (as a case of a one-round run keeps them), and its
-line is one per contract, as a one-round run's.
+keeps the samples that round took before it (as a case of a one-round run keeps them) and says
+what ended its sampling, and its line is one per contract, as a one-round run's.
 
 Calls of ``serialize`` in these runs: the references 1-2, then for each case two validation
 calls, a warm-up call and its samples (with rounds, each round again a warm-up and its share).
@@ -54,8 +54,11 @@ _NUMBER = re.compile(r"\d+\.\d+|\d+(?= ?(?:ms|s|µs|us)\b)|\d+(?= untimed)")
 _TIMED = ("noise:", "unsettled:")
 
 
+_ETA = re.compile(r" \(run: [^)]*\)$")
+
+
 def _masked(text: str, tmp: Path) -> str:
-    return _NUMBER.sub("#", text.replace(str(tmp), "TMP"))
+    return _NUMBER.sub("#", _ETA.sub(" (run: ETA)", text.replace(str(tmp), "TMP")))
 
 
 def _rows(receipt: dict[str, Any], tmp: Path) -> list[dict[str, Any]]:
@@ -115,13 +118,14 @@ def _changed(expected: dict[str, Any]) -> dict[str, Any]:
     for receipt in scenario["receipts"].values():
         alpha = receipt["rows"][0]
         assert alpha["case"] == "alpha" and alpha["round_sizes"] == [5]
-        alpha.update(samples=6, round_sizes=[5, 1], round_process=[0, 0])  # call 21: round 2's 2nd sample
+        alpha.update(samples=6, round_sizes=[5, 1], round_process=[0, 0],  # call 21: round 2's 2nd sample
+                     stop_reason="sampling ended by SystemExit after 6 sample(s) in 2 round(s)")
     lines = scenario["stderr"]
     said = "torch-eager × alpha: failed: SystemExit: sys.exit(3) called by task or runner code"
-    i = lines.index(f"{said} (run: ≈0:00 left)")
+    i = lines.index(f"{said} (run: ETA)")
     per_contract = [said.replace("alpha:", f"alpha [{c}]:")
                     for c in ("public_task_call_wall", "model_io_wall")]
-    lines[i:i + 1] = [per_contract[0], f"{per_contract[1]} (run: ≈0:00 left)"]
+    lines[i:i + 1] = [per_contract[0], f"{per_contract[1]} (run: ETA)"]
     return expected
 
 
@@ -155,6 +159,48 @@ def test_a_ctrl_c_in_the_first_round_keeps_what_was_measured_and_no_empty_row(tm
     assert last.startswith("benchbox: interrupted (SIGINT): 1 result(s) kept"), last
     (row,) = loaded(out)["results"]
     assert (row["case"], row["status"], row["partial"], row["round_sizes"]) == ("alpha", "invalid", True, [3])
+
+
+def test_a_runner_report_that_exits_fails_its_case_and_the_reporter_hears_the_runners_run_name(
+        tmp_path: Path) -> None:
+    """The rows are made (the runner's report read) where the case's failures are contained, as
+    they were in a one-round run; ``case_finished`` names the runner as the run names it. A user's
+    runner class is loaded under another name (``RunnerClasses``); its report calls sys.exit once,
+    after alpha's samples."""
+    from benchbox.run import RunConfig, RunnerClasses, run
+    from benchbox.run.progress import Reporter
+    from benchbox.runners.torch_eager import TorchEagerRunner
+    from tests.support import loaded
+
+    class ExitsInReport(TorchEagerRunner):
+        name = "exits-in-report"
+        calls = 0
+
+        def compute(self, inputs: Any) -> Any:
+            self.calls += 1
+            return super().compute(inputs)
+
+        def report(self) -> dict[str, Any]:
+            if self.calls >= 8 and not getattr(self, "exited", False):  # 2 validation calls, 1 + 5 sampled
+                self.exited = True
+                sys.exit(5)
+            return super().report()
+
+    class Heard(Reporter):
+        def __init__(self) -> None:
+            self.finished: list[tuple[str, str]] = []
+
+        def case_finished(self, runner: str, case: str, line: str) -> None:
+            self.finished.append((runner, case))
+
+    heard = Heard()
+    out = tmp_path / "r.json"
+    run(RunConfig(task="tests.hostile_tasks:factory", runners=("under-my-name",), warmup=1, samples=5,
+                  out=out), reporter=heard, runner_factory=RunnerClasses({"under-my-name": ExitsInReport}))
+    rows = {r["case"]: r for r in loaded(out)["results"]}
+    assert rows["alpha"]["status"] == "failed" and "sys.exit(5)" in rows["alpha"]["reasons"][0]
+    assert rows["beta"]["status"] == "valid"
+    assert heard.finished == [("under-my-name", "alpha"), ("under-my-name", "beta")]
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
