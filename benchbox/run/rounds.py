@@ -220,11 +220,15 @@ def _turn(run: RunSteps, item: _Item, policy: SamplingPolicy) -> None:
         if item.ended:
             return
 
+    # samples are counted for the reporter in a single round only: its time left is reckoned per
+    # (runner, case), and with rounds a case's share of one round is not the case
+    stop = run.counted(policy) if run.cfg.repeats == 1 else run.stop.should_stop
+
     def step() -> list[Sampled]:
         run.reporter.phase("sample", item.runner.name, item.case.name)
         with run.log.capture(f"{item.label}: sample", item.runner.name), gc_paused(run.cfg.gc_mode):
-            return list(sample(run.harnesses, run.task, item.runner, item.case.request, policy,
-                               run.counted(policy), run.probe_ns))
+            return list(sample(run.harnesses, run.task, item.runner, item.case.request, policy, stop,
+                               run.probe_ns))
 
     got = _contained(run, item, step)
     if got is None:

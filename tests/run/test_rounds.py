@@ -11,6 +11,7 @@ from benchbox.cli import main
 from benchbox.errors import FieldError
 from benchbox.receipts import load_receipt
 from benchbox.run import RunConfig, run
+from benchbox.run.progress import LineReporter
 from benchbox.run.rounds import round_sizes
 
 TASK = "tests.diff_tasks:factory"
@@ -21,11 +22,34 @@ def test_round_sizes_split_evenly() -> None:
     assert sum(round_sizes(401, 5)) == 401
 
 
+class _Heard(LineReporter):
+    """The plain lines, and the phases and sample counts the run reported."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__(lines.append)
+        self.events: list[tuple[str, str | None]] = []
+
+    def phase(self, phase: str, runner: str | None = None, case: str | None = None) -> None:
+        self.events.append((phase, case))
+        super().phase(phase, runner, case)
+
+    def sampled(self, done: int, total: int) -> None:
+        self.events.append(("sampled", None))
+        super().sampled(done, total)
+
+
 def test_repeats_take_rounds_in_turn_and_keep_each_samples_round(tmp_path: Path) -> None:
     lines: list[str] = []
+    heard = _Heard(lines)
     out = run(RunConfig(task=TASK, runners=("torch-eager",), samples=12, repeats=3, warmup=1,
                         fresh_processes=False,
-                        out=tmp_path / "r.json"), progress=lines.append)
+                        out=tmp_path / "r.json"), reporter=heard)
+    # each case validated in its first turn, then a turn a round; no per-case sample count (the
+    # time left is reckoned per case, and a round's share is not the case)
+    first, second = [c for p, c in heard.events if p == "validate"]
+    turns = [e for e in heard.events if e[0] in ("validate", "sample", "sampled")]
+    assert turns == [("validate", first), ("sample", first), ("validate", second), ("sample", second),
+                     *[("sample", c) for _ in range(2) for c in (first, second)]]
     r = load_receipt(out.path)
     assert r.settings["repeats"] == 3
     assert len(r.results) == 2
