@@ -241,10 +241,10 @@ class RunConfig:
             raise FieldError(f.name, f"must be {words[str(f.type)]}, got {value!r}")
 
     def _validate_times(self) -> None:
-        """The per-case time limit, adaptive sampling's budget below it, and the settle phase."""
-        limit = self.case_time_limit_s
-        if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not math.isfinite(limit) \
-                or limit < 0:
+        """The per-case time limit, adaptive sampling's budget below it, and the settle phase (their
+        types checked first, by :meth:`_validate_scalars`)."""
+        limit = self.case_time_limit_s  # a number, non-bool: _validate_scalars
+        if not math.isfinite(limit) or limit < 0:
             raise FieldError("case_time_limit_s", f"must be a finite number of seconds ≥ 0 (0: no limit), "
                                                   f"got {limit!r}")
         if limit and self.target_ci is not None and self.max_time_s >= limit:
@@ -252,8 +252,7 @@ class RunConfig:
                                            f"per-case time limit case_time_limit_s = {limit:g} s, which "
                                            "would end the case first")
         settle = self.settle_s
-        if isinstance(settle, bool) or not isinstance(settle, (int, float)) or not math.isfinite(settle) \
-                or settle < 0:
+        if not math.isfinite(settle) or settle < 0:
             raise FieldError("settle_s", f"must be a finite number of seconds ≥ 0, got {settle!r}")
         if settle and self.repeats > 1:
             raise FieldError("settle_s", "a settle phase takes one-round runs; rounds each have their own "
