@@ -6,6 +6,7 @@ import atexit
 import json
 import os
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 
@@ -28,6 +29,17 @@ atexit.register(shutil.rmtree, os.environ["BENCHBOX_CACHE"], True)
 def _own_benchbox_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test compiles as if for the first time: no test reuses another's pinned compile."""
     monkeypatch.setenv("BENCHBOX_CACHE", str(tmp_path_factory.mktemp("benchbox-cache")))
+
+
+@pytest.fixture(autouse=True)
+def _own_signal_handlers() -> object:
+    """Each test starts with the handlers the session had: the command line ignores SIGINT and
+    SIGTERM once a run is interrupted (its process is exiting), and a CliRunner test that ends
+    that way runs in pytest's own process, which goes on."""
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for s, handler in before.items():
+        signal.signal(s, handler)
 
 
 def make_receipt(tmp: Path, name: str = "r.json", **kw: object) -> dict:
