@@ -16,6 +16,14 @@ from benchbox.run import interrupt
 from benchbox.run.interrupt import Interrupted, Stop
 
 
+@pytest.fixture(autouse=True)
+def _python_handlers() -> None:
+    """Each test starts from Python's own handlers, whatever pytest was started with (a shell
+    starts a background job with SIGINT ignored, and ignoring is what these tests look for)."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def test_a_signal_after_the_interrupt_is_decided_raises_nothing() -> None:
     stop = Stop()
     with stop.installed():
