@@ -52,6 +52,8 @@ SCENARIOS: dict[str, list[str] | dict[str, Any]] = {
 _NUMBER = re.compile(r"\d+\.\d+|\d+(?= ?(?:ms|s|µs|us)\b)|\d+(?= untimed)")
 #: reasons that follow the timings (noise, drift), not what the run did
 _TIMED = ("noise:", "unsettled:")
+#: lines that name the receipt or follow the machine's state as a run starts, not the code path
+_MACHINE = ("receipt:", "warning: the machine is busy")
 
 
 _ETA = re.compile(r" \(run: [^)]*\)$")
@@ -107,7 +109,7 @@ def observed(tmp: Path) -> dict[str, Any]:
                                   "settings": _settings(doc), "rows": _rows(doc, tmp)}
         out[name] = {"exit_code": exit_code,
                      "stderr": [_masked(line, tmp) for line in stderr.splitlines()
-                                if not line.startswith("receipt:")],
+                                if not line.startswith(_MACHINE)],
                      "receipts": receipts}
     return out
 
