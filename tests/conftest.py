@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import compileall
 import json
 import os
 import shutil
@@ -21,6 +22,13 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import pytest
 
 from benchbox.run import RunConfig, run
+
+# bytecode for the package and the test tasks, written once: with PYTHONDONTWRITEBYTECODE set in
+# the environment, every `python -m benchbox` a test starts compiled benchbox from source again,
+# 0.37-0.52 s of its imports against 0.19-0.22 s from bytecode (timed on the 2-core machine)
+_ROOT = Path(__file__).resolve().parent.parent
+compileall.compile_dir(_ROOT / "benchbox", quiet=1)
+compileall.compile_dir(_ROOT / "tests", maxlevels=0, quiet=1)
 
 atexit.register(shutil.rmtree, os.environ["BENCHBOX_CACHE"], True)
 
