@@ -66,8 +66,13 @@ class SleepyTask(Task):
         return torch.nn.Sequential(torch.nn.Linear(4, 3)).eval()
 
 
+#: the p50 interval's half-width to reach, in percent: the quiet case's sleep jitter alone left it at
+#: 1.41% after 400 samples once on a busy host, and the noisy case's is near 5% at 400
+TARGET_CI = 2.0
+
+
 def _adaptive_receipt(tmp: Path, name: str, noise_ms: float) -> dict[str, Any]:
-    cfg = RunConfig(task=f"{__name__}:SleepyTask", runners=("torch-eager",), warmup=5, target_ci=1.0,
+    cfg = RunConfig(task=f"{__name__}:SleepyTask", runners=("torch-eager",), warmup=5, target_ci=TARGET_CI,
                     max_samples=400, max_time_s=60.0, task_options={"base_ms": 5.0, "noise_ms": noise_ms},
                     out=tmp / name)
     outcome = run(cfg)
@@ -84,8 +89,8 @@ def test_target_ci_stops_earlier_on_low_noise_than_on_noisy_case(tmp_path: Path)
     assert noisy["stop_reason"].startswith(("max samples", "max time")), noisy["stop_reason"]
     assert quiet["summary"]["n"] < noisy["summary"]["n"]
     assert noisy_r["settings"]["sampling"]["mode"] == "adaptive"
-    assert noisy_r["settings"]["sampling"]["target_ci_pct"] == 1.0
-    print(f"--target-ci 1%: quiet stopped at n={quiet['summary']['n']} ({quiet['stop_reason']}); "
+    assert noisy_r["settings"]["sampling"]["target_ci_pct"] == TARGET_CI
+    print(f"--target-ci {TARGET_CI}%: quiet stopped at n={quiet['summary']['n']} ({quiet['stop_reason']}); "
           f"noisy at n={noisy['summary']['n']} ({noisy['stop_reason']})")
 
 
