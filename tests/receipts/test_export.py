@@ -18,11 +18,15 @@ from tests.conftest import make_receipt
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """Two real receipts of the sleepy task (short sleeps), the second slowed on 'beta'."""
+    """Two real receipts of the sleepy task (short sleeps), the second slowed on 'beta'.
+
+    The slowdown is 40 ms on a 5 ms sleep: pyperf's pooled t-test lets one stalled sample hide a
+    difference, and with 5 ms one stall of about 100 ms among 20 samples did (a CI run); 40 ms
+    stays significant up to a stall of about 400 ms."""
     tmp = tmp_path_factory.mktemp("export")
     kw = {"task": "tests.diff_tasks:factory", "samples": 20}
     make_receipt(tmp, "a.json", task_options={"sleep_ms": 5}, **kw)
-    make_receipt(tmp, "b.json", task_options={"sleep_ms": 5, "slow_case": "beta", "extra_ms": 5}, **kw)
+    make_receipt(tmp, "b.json", task_options={"sleep_ms": 5, "slow_case": "beta", "extra_ms": 40}, **kw)
     return tmp / "a.json", tmp / "b.json"
 
 
