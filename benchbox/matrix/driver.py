@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import json
 import re
+import signal
 import subprocess
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -26,6 +27,7 @@ from benchbox.matrix.cell import CellJob, CellRun
 from benchbox.matrix.executors import make_executor
 from benchbox.matrix.plan import Cell, Plan
 from benchbox.receipts.io import load_receipt, now_iso
+from benchbox.run.interrupt import Stop
 
 Progress = Callable[[str], None]
 STATUSES = ("valid", "invalid", "failed", "skipped", "not_run")
@@ -73,9 +75,14 @@ class MatrixResult:
 
 
 class MatrixInterrupted(BenchboxError):
-    """SIGINT stopped the matrix; finished cells are in the store (exit 130)."""
+    """A signal stopped the matrix; finished cells are in the store (exit 128 + the signal's
+    number: 130 for SIGINT, 143 for SIGTERM)."""
 
     exit_code = 130
+
+    def __init__(self, message: str, signum: int = signal.SIGINT) -> None:
+        super().__init__(message)
+        self.exit_code = 128 + int(signum)
 
 
 def _git(args: list[str]) -> str | None:
@@ -275,18 +282,24 @@ def run_matrix(plan: Plan, store_root: Path, executor: str = "local", ray_addres
 
     progress(f"plan {plan.name}: {len(planned)} cells, {len(planned) - len(jobs)} already in the store, "
              f"{len(jobs)} to run ({executor} executor, revision {rev[:20]})")
-    try:
-        if jobs:
-            ex.start()
-        with phases("matrix"):
-            ex.run_cells(jobs, on_done, on_start)
-    except KeyboardInterrupt:
-        record.save(phases.seconds.get("matrix", 0.0))
-        finished = sum(o.reason != "interrupted" for o in record.outcomes.values())
-        raise MatrixInterrupted(f"interrupted: {finished} of {len(planned)} cells finished; "
-                                f"record {record.path}") from None
-    finally:
-        ex.stop()
+    # SIGTERM (a scheduler, a CI cancel, a container stop) stops the matrix as Ctrl-C does: the
+    # cell in progress gets one SIGINT and keeps what it measured, the record is written; a
+    # signal while that is done does not cut it (the cell's own stop is bounded by GRACE_S)
+    stop = Stop()
+    with stop.installed(), stop.preparing():
+        try:
+            if jobs:
+                ex.start()
+            with phases("matrix"):
+                ex.run_cells(jobs, on_done, on_start)
+        except KeyboardInterrupt:
+            stop.exiting = True
+            record.save(phases.seconds.get("matrix", 0.0))
+            finished = sum(o.reason != "interrupted" for o in record.outcomes.values())
+            raise MatrixInterrupted(f"interrupted ({stop.signal_name}): {finished} of {len(planned)} cells "
+                                    f"finished; record {record.path}", stop.signum) from None
+        finally:
+            ex.stop()
     wall = phases.seconds["matrix"]
     record.save(wall)
     return record.result(wall)

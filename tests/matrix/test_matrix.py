@@ -482,7 +482,10 @@ def test_the_documented_plans_are_valid(tmp_path: Path) -> None:
     assert len(_plan(tmp_path, readme, "readme.toml").cells) == 8
 
 
-def test_sigint_stops_a_local_matrix_and_keeps_what_the_cell_measured(tmp_path: Path) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+def test_a_signal_stops_a_local_matrix_and_keeps_what_the_cell_measured(tmp_path: Path, signum: int) -> None:
+    """SIGINT as Ctrl-C sends it (to the driver's whole group); SIGTERM as a scheduler or a CI
+    cancel does (to the driver only). Either way the cell in progress keeps what it measured."""
     (tmp_path / "plan.toml").write_text(f"""
 [axes]
 task = ["tests.matrix_tasks:slow", "{SENTIMENT}"]
@@ -503,10 +506,14 @@ warmup = 1
             break
         time.sleep(0.25)
     assert log is not None
-    os.killpg(driver.pid, signal.SIGINT)  # as Ctrl-C in a terminal: to the driver's whole group
+    if signum == signal.SIGINT:
+        os.killpg(driver.pid, signum)
+    else:
+        driver.send_signal(signum)
     out, err = driver.communicate(timeout=120)
-    assert driver.returncode == 130, err
-    assert err.strip().splitlines()[-1].startswith("benchbox: interrupted: 0 of 2 cells finished")
+    assert driver.returncode == 128 + signum, err
+    name = signal.Signals(signum).name
+    assert err.strip().splitlines()[-1].startswith(f"benchbox: interrupted ({name}): 0 of 2 cells finished")
     (record,) = (store / "matrix" / "runs").glob("*.json")
     cells = json.loads(record.read_text())["cells"]
     assert [(c["status"], c["reason"]) for c in cells] == [
