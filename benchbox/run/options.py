@@ -197,6 +197,7 @@ OPTIONS: tuple[Option, ...] = (
            help="How waits are spent (repeatable: every point under each)"),
     Option("--max-backlog", "max_backlog", type="int"),
     Option("--max-queue", "max_queue_ms", type="float", metavar="MS"),
+    Option("--settle-s", "settle_s", (RUN,), type="float", metavar="SECONDS"),
     Option("--settle-s", "settle_s", (SWEEP,), type="float", metavar="SECONDS", sweep=True,
            help="Untimed back-to-back calls for this long before each runner's first point (after its "
                 "compile), so the back-to-back reference is not taken on a device coming up from idle "

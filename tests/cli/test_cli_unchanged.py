@@ -4,7 +4,9 @@ ones, and the ``benchbox run`` command line of matrix cells.
 
 ``tests/cli/cli_surface.json`` was written by this file run as a script against the code
 before the options were declared in one place (``python tests/cli/test_cli_unchanged.py
---write`` with that code first on the path); the test compares today's code with it.
+--write`` with that code first on the path); the test compares today's code with it. An option
+added since (``run --settle-s``) was written in with ``--write``, its diff read first: one line of
+help and one more parsed command line, nothing else changed.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ RUN_ARGV = [
      "--in-process", "--gc", "off", "--max-samples", "500", "--max-time", "9", "--max-backlog", "10",
      "--max-queue", "20", "--case-time-limit", "60"],
     ["--target-ci", "1%", "--gap", "200us", "--idle", "busy", "--max-time", "30"],
+    ["--settle-s", "2.5", "--samples", "40"],
     ["--target-ci", " 0.5 % ", "--gap", "0.2ms"], ["--gap", "1"], ["--gap", "2s"], ["--rate", "50/s"],
     ["--rate", "7.5"],
     ["--task-option", "k=true", "--task-option", "n=3", "--task-option", "f=0.5", "--task-option", "s=x",
