@@ -482,10 +482,16 @@ def test_the_documented_plans_are_valid(tmp_path: Path) -> None:
     assert len(_plan(tmp_path, readme, "readme.toml").cells) == 8
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
-def test_a_signal_stops_a_local_matrix_and_keeps_what_the_cell_measured(tmp_path: Path, signum: int) -> None:
+@pytest.mark.parametrize(("signum", "ignored"), [(signal.SIGINT, False), (signal.SIGTERM, False),
+                                                (signal.SIGINT, True)],
+                         ids=["sigint", "sigterm", "sigint-ignored-at-start"])
+def test_a_signal_stops_a_local_matrix_and_keeps_what_the_cell_measured(tmp_path: Path, signum: int,
+                                                                        ignored: bool) -> None:
     """SIGINT as Ctrl-C sends it (to the driver's whole group); SIGTERM as a scheduler or a CI
-    cancel does (to the driver only). Either way the cell in progress keeps what it measured."""
+    cancel does (to the driver only). Either way the cell in progress keeps what it measured.
+    ``ignored``: the driver starts with SIGINT ignored, as a job started in the background by a
+    shell without job control (or a test worker) inherits it; an explicit SIGINT still stops it,
+    as it stops ``benchbox run``."""
     (tmp_path / "plan.toml").write_text(f"""
 [axes]
 task = ["tests.matrix_tasks:slow", "{SENTIMENT}"]
@@ -497,7 +503,9 @@ warmup = 1
     store = tmp_path / "store"
     driver = subprocess.Popen([sys.executable, "-m", "benchbox", "matrix", str(tmp_path / "plan.toml"),
                                "--store", str(store)], cwd=ROOT, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, process_group=0)
+                              stderr=subprocess.PIPE, text=True, process_group=0,
+                              preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignored
+                              else None)
     log = None
     for _ in range(240):  # until the slow cell has measured its first case
         logs = list((tmp_path / "registry" / "work").glob("*/run.log"))
