@@ -282,9 +282,10 @@ def run_matrix(plan: Plan, store_root: Path, executor: str = "local", ray_addres
 
     progress(f"plan {plan.name}: {len(planned)} cells, {len(planned) - len(jobs)} already in the store, "
              f"{len(jobs)} to run ({executor} executor, revision {rev[:20]})")
-    # SIGTERM (a scheduler, a CI cancel, a container stop) stops the matrix as Ctrl-C does: the
-    # cell in progress gets one SIGINT and keeps what it measured, the record is written; a
-    # signal while that is done does not cut it (the cell's own stop is bounded by GRACE_S)
+    # SIGTERM (a scheduler, a CI cancel, a container stop) stops the matrix as Ctrl-C does, also in
+    # a process that started with SIGINT ignored: a local cell in progress gets one SIGINT and keeps
+    # what it measured (within GRACE_S), then the record is written. A second signal while the cell
+    # stops drops that cell; once the record is being written, further signals change nothing.
     stop = Stop()
     with stop.installed(), stop.preparing():
         try:
