@@ -208,8 +208,6 @@ def test_the_settle_phase_defaults_to_two_seconds_and_refuses_bad_values(tmp_pat
     for bad in ("-1", "nan", "inf"):
         line = one_line_exit_2(["sweep", "--gap", "1", "--settle-s", bad, "--out-dir", str(tmp_path / "s")])
         assert "--settle-s" in line
-    with pytest.raises(FieldError, match="one-round"):
-        RunConfig(settle_s=1.0, repeats=3, samples=30).validate()
     assert not (tmp_path / "s" / INDEX).exists()
 
 

@@ -102,7 +102,8 @@ class RunConfig:
                                                         "stop once a request waited longer than this (ms).")
     settle_s: float = _f(0.0, help="Seconds of untimed back-to-back calls before each (runner, case)'s "
                                    "warm-up and samples, after validation, so a GPU or CPU coming up from "
-                                   "idle clocks settles first (0: none; one-round runs only); recorded "
+                                   "idle clocks settles first (0: none; with --repeats: in every fresh "
+                                   "process, or in process before the first round); recorded "
                                    "in the receipt's settings.")
     case_time_limit_s: float = _f(DEFAULT_CASE_TIME_LIMIT_S, help="Most seconds one (runner, case) may "
                                   "take — validation calls, warm-up and samples — and one case's reference "
@@ -254,9 +255,6 @@ class RunConfig:
         settle = self.settle_s
         if not math.isfinite(settle) or settle < 0:
             raise FieldError("settle_s", f"must be a finite number of seconds ≥ 0, got {settle!r}")
-        if settle and self.repeats > 1:
-            raise FieldError("settle_s", "a settle phase takes one-round runs; rounds each have their own "
-                                         "warm-up (drop --repeats or the settle)")
 
     @property
     def chosen_baseline(self) -> str:

@@ -6,7 +6,8 @@ ones, and the ``benchbox run`` command line of matrix cells.
 before the options were declared in one place (``python tests/cli/test_cli_unchanged.py
 --write`` with that code first on the path); the test compares today's code with it. An option
 added since (``run --settle-s``) was written in with ``--write``, its diff read first: one line of
-help and one more parsed command line, nothing else changed.
+help and one more parsed command line, nothing else changed; then its help again, when a settle
+phase became allowed with ``--repeats`` (that help line alone changed).
 """
 
 from __future__ import annotations

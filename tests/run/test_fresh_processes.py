@@ -51,6 +51,21 @@ def test_each_round_runs_in_a_fresh_process_and_the_rounds_join_into_one_receipt
     assert sum(1 for line in lines if line.startswith("round 3 of 3 (fresh process, 4 samples)")) >= 1
 
 
+@pytest.mark.parametrize("fresh", [True, False], ids=["fresh-processes", "in-process"])
+def test_a_settle_phase_with_rounds_settles_every_process_once_per_case(tmp_path: Path, fresh: bool) -> None:
+    """Fresh processes: each (runner, case) settles again in every round's process, since a new
+    process starts from an idle device. In process: once, before its first round."""
+    lines: list[str] = []
+    r = load_receipt(run(_cfg(tmp_path, repeats=2, settle_s=0.1, fresh_processes=fresh),
+                         progress=lines.append).path)
+    settled = [ln for ln in lines if "settled with" in ln and "over 0.1 s" in ln]
+    assert len(settled) == (4 if fresh else 2), lines  # two cases, two processes or one
+    for case in ("alpha", "beta"):
+        assert sum(f"× {case}: settled" in ln for ln in settled) == (2 if fresh else 1), settled
+    assert r.settings["settle_s"] == 0.1 and r.settings["repeats"] == 2
+    assert all(row.round_sizes == (6, 6) and row.status == "valid" for row in r.results)
+
+
 def test_uneven_rounds_join(tmp_path: Path) -> None:
     r = load_receipt(run(_cfg(tmp_path, samples=7, repeats=2)).path)
     assert [row.round_sizes for row in r.results] == [(4, 3), (4, 3)]
