@@ -3,6 +3,7 @@ nothing of benchbox."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -38,3 +39,12 @@ def clock_text(seconds: float | None) -> str:
         return "?"
     s = int(round(seconds))
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+def left_text(walls: Sequence[float], left: int, what: str) -> str:
+    """`` · ≈3:20 left for 4 cells`` at the mean of ``walls`` (the wall times of the ``what``
+    done so far, in seconds), or ``""`` before any or when none is left."""
+    if not walls or left <= 0:
+        return ""
+    plural = "s" if left != 1 else ""
+    return f" · ≈{clock_text(sum(walls) / len(walls) * left)} left for {left} {what}{plural}"

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchbox.durations import left_text
 from benchbox.errors import BenchboxError, FieldError, UsageError
 from benchbox.fileio import write_atomic
 from benchbox.harness import PhaseTimer
@@ -269,7 +270,7 @@ def run_matrix(plan: Plan, store_root: Path, executor: str = "local", ray_addres
 
     def on_start(job: CellJob) -> None:
         progress(f"cell {len(walls) + 1}/{len(jobs)} {job.cell_id[:12]} {_axes_text(job.cell.axes())}: "
-                 f"running{cells_left_text(walls, len(jobs) - len(walls))}")
+                 f"running{left_text(walls, len(jobs) - len(walls), 'cell')}")
 
     def on_done(job: CellJob, run: CellRun) -> None:
         o = gatherer.gather(by_id[job.cell_id], run)
@@ -277,7 +278,7 @@ def run_matrix(plan: Plan, store_root: Path, executor: str = "local", ray_addres
         walls.append(o.wall_s or 0.0)
         wall = f"{o.wall_s:.1f} s" if o.wall_s is not None else "-"
         progress(f"cell {len(walls)}/{len(jobs)} {o.cell_id[:12]} {_axes_text(o.axes)}: {o.status} ({wall})"
-                 + (f": {o.reason}" if o.reason else "") + cells_left_text(walls, len(jobs) - len(walls)))
+                 + (f": {o.reason}" if o.reason else "") + left_text(walls, len(jobs) - len(walls), 'cell'))
         record.save(phases.seconds.get("matrix", 0.0))
 
     progress(f"plan {plan.name}: {len(planned)} cells, {len(planned) - len(jobs)} already in the store, "
@@ -304,15 +305,6 @@ def run_matrix(plan: Plan, store_root: Path, executor: str = "local", ray_addres
     wall = phases.seconds["matrix"]
     record.save(wall)
     return record.result(wall)
-
-
-def cells_left_text(walls: list[float], left: int) -> str:
-    """`` · ≈3:20 left for 4 cells`` at the mean wall time of the cells done so far (one after
-    another; concurrent cells finish sooner), or ``""`` before any or after the last."""
-    if not walls or left <= 0:
-        return ""
-    s = int(round(sum(walls) / len(walls) * left))
-    return f" · ≈{s // 60}:{s % 60:02d} left for {left} cell{'s' if left != 1 else ''}"
 
 
 def _slug(name: str) -> str:

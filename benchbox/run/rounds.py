@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from benchbox.durations import left_text
 from benchbox.harness.loop import Measurement
 from benchbox.harness.quiet import gc_paused
 from benchbox.harness.schedule import Sampled, measured_before, merge, sample
@@ -254,9 +255,12 @@ def _write(run: RunSteps, item: _Item) -> None:
 def _measure(run: RunSteps, items: list[_Item], sizes: list[int]) -> None:
     """The rounds over ``items``; each item written when it ends or its last round is in. On an
     interrupt every item that measured something is written, and nothing more is measured."""
+    walls: list[float] = []  # each round's wall time, for the time left
     for r, size in enumerate(sizes):
-        if len(sizes) > 1:
-            run.reporter.note(f"round {r + 1} of {len(sizes)} ({size} samples per runner and case)")
+        started = time.perf_counter()
+        if len(sizes) > 1:  # the first round also validates (and settles): later ones, once there are any
+            left = left_text(walls[1:] or walls, len(sizes) - r, "round")
+            run.reporter.note(f"round {r + 1} of {len(sizes)} ({size} samples per runner and case){left}")
         policy = dataclasses.replace(run.policy, samples=size)
         for item in items:
             if run.stop.requested:
@@ -267,6 +271,7 @@ def _measure(run: RunSteps, items: list[_Item], sizes: list[int]) -> None:
                 _write(run, item)
         if run.stop.requested:
             break
+        walls.append(time.perf_counter() - started)
     for item in items:  # after an interrupt: what the rounds so far measured
         if not item.written and item.validated and any(m.samples_ns for p in item.parts for m in p):
             _write(run, item)

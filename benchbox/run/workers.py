@@ -33,6 +33,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import benchbox
+from benchbox.durations import left_text
 from benchbox.errors import FieldError, Setting, UsageError
 from benchbox.run import child
 from benchbox.run.lifeline import FD_VARIABLE, LIFELINE_VARIABLE, PARENT_VARIABLE
@@ -205,13 +207,18 @@ def run_in_fresh_processes(cfg: RunConfig, names: list[str], reporter: Reporter)
         done: list[list[Path]] = []  # the rounds whose worker finished its receipt
         ended, forward, partial = _Round(), _Forward(), None
         with forward.installed():
+            walls: list[float] = []  # each round's wall time, process start to exit: the time left
             for i, size in enumerate(sizes):
                 if forward.signum is not None:
                     break
                 label = f"round {i + 1} of {len(sizes)} (fresh process, {size} samples)"
+                if walls:
+                    reporter.note(f"{label}: starting{left_text(walls, len(sizes) - i, 'round')}")
+                started = time.perf_counter()
                 one = dataclasses.replace(cfg, repeats=1, samples=size, out=rounds[i][0],
                                           fresh_processes=False)
                 ended = _run_round(one, label, folder / f"round-{i + 1}.out", reporter, forward)
+                walls.append(time.perf_counter() - started)
                 if _finished(rounds[i]):
                     done.append(rounds[i])
                 elif all(p.exists() for p in rounds[i]):

@@ -132,3 +132,32 @@ def test_matrix_cells_report_their_count_and_the_time_left(tmp_path: Path,
     assert cells[1].endswith("· ≈2:00 left for 2 cells") and ": failed (60.0 s): stand-in cell" in cells[1]
     assert cells[2].endswith("running · ≈2:00 left for 2 cells")
     assert cells[5].endswith(": stand-in cell")  # the last: nothing left
+
+
+def test_the_time_left_at_the_mean_of_what_is_done() -> None:
+    from benchbox.durations import left_text
+
+    assert left_text([], 3, "cell") == "" and left_text([60.0], 0, "cell") == ""  # nothing says / none left
+    assert left_text([30.0, 90.0], 2, "cell") == " · ≈2:00 left for 2 cells"
+    assert left_text([5.0], 1, "round") == " · ≈0:05 left for 1 round"
+    assert left_text([3600.0], 2, "round") == " · ≈2:00:00 left for 2 rounds"
+
+
+@pytest.mark.parametrize("fresh", [True, False], ids=["fresh-processes", "in-process"])
+def test_rounds_after_the_first_say_the_time_left(tmp_path: Path, fresh: bool) -> None:
+    """Fresh processes: at each later round's start, at the mean round so far (a process's start,
+    preparation and samples). In process: at the mean of the rounds after the first, once there
+    are any (the first also validates every case)."""
+    import re
+
+    lines: list[str] = []
+    run(RunConfig(task="tests.diff_tasks:factory", runners=("torch-eager",), samples=9, repeats=3,
+                  warmup=1, fresh_processes=fresh, task_options={"sleep_ms": 1}, out=tmp_path / "r.json"),
+        progress=lines.append)
+    head = "round {} of 3 (fresh process, 3 samples): starting" if fresh else \
+        "round {} of 3 (3 samples per runner and case)"
+    said = {i: [ln for ln in lines if ln.startswith(head.format(i))] for i in (1, 2, 3)}
+    assert said[1] == ([] if fresh else [head.format(1)]), lines  # nothing done yet: no estimate
+    for i, left in ((2, "2 rounds"), (3, "1 round")):
+        pattern = re.escape(head.format(i)) + rf" · ≈\d+:\d\d left for {left}"
+        assert len(said[i]) == 1 and re.fullmatch(pattern, said[i][0]), lines
