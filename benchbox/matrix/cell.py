@@ -65,7 +65,8 @@ def command(cell: Cell, out: Path, contract_args: list[str], labels: dict[str, s
     return run_argv({"task": cell.task, "size": cell.size, "dtype": cell.dtype, "device": cell.device,
                      "runners": cell.runners, "contracts": contract_args, "cases": cell.cases,
                      "samples": s["samples"], "warmup": s["warmup"], "max_samples": s["max_samples"],
-                     "max_time_s": s["max_time"], "threads": cell.threads, "target_ci": s.get("target_ci"),
+                     "max_time_s": s["max_time"], "settle_s": s.get("settle_s"), "threads": cell.threads,
+                     "target_ci": s.get("target_ci"),
                      "baseline": cell.baseline or None, "task_options": cell.task_options,
                      "gates": cell.gates,
                      "runner_options": cell.runner_options, "labels": labels, "out": out})

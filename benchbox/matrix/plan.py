@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -236,6 +237,7 @@ class RunDeclaration(Declared):
     target_ci: float | None = spec()
     max_samples: Annotated[int, Range(1)] = spec(default=10_000)
     max_time: float = spec(default=60.0)
+    settle_s: float = spec(default=0.0)
     threads: Annotated[int, Range(1)] | None = spec()
     baseline: str | None = spec()
     task_options: dict[str, Any] = spec(default_factory=dict)
@@ -246,6 +248,8 @@ class RunDeclaration(Declared):
             fail("target_ci is a percentage between 0 and 100")
         if self.max_time <= 0:
             fail("max_time must be > 0 seconds")
+        if not math.isfinite(self.settle_s) or self.settle_s < 0:
+            fail("settle_s must be a finite number of seconds ≥ 0")
         problem = _scalars_problem(self.task_options, "task_options")
         if problem is None and self.cases is not None:
             problem = _names_problem(self.cases, "cases")
@@ -253,8 +257,11 @@ class RunDeclaration(Declared):
             fail(problem)
 
     def sampling(self) -> dict[str, Any]:
-        return {"samples": self.samples, "warmup": self.warmup, "target_ci": self.target_ci,
-                "max_samples": self.max_samples, "max_time": self.max_time}
+        """What the cell's sampling is told; a settle phase only when declared, so the identities
+        of cells declared before it existed stay as they were."""
+        out = {"samples": self.samples, "warmup": self.warmup, "target_ci": self.target_ci,
+               "max_samples": self.max_samples, "max_time": self.max_time}
+        return {**out, "settle_s": self.settle_s} if self.settle_s else out
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -80,6 +80,7 @@ contract = ["public_task_call_wall", "model_io_wall"]
 [run]
 baseline = "torch-eager"
 cases = ["invoice"]
+settle_s = 0.25
 [runner_options.torch-compile]
 mode = "default"
 aten_fallbacks = ["layer_norm"]
@@ -105,7 +106,7 @@ inductor_options = { max_autotune = false }
     assert p["alias__torch_compile__inductor_options"] == ("max_autotune=false",)
     assert cfg.runner_options == {"torch-compile": {"mode": "default", "aten_fallbacks": ["layer_norm"],
                                                     "inductor_options": {"max_autotune": False}}}
-    assert cfg.threads == 1
+    assert cfg.threads == 1 and cfg.settle_s == 0.25
 
 
 def test_cell_identity_is_its_declared_configuration_and_revision(tmp_path: Path) -> None:
@@ -119,6 +120,9 @@ def test_cell_identity_is_its_declared_configuration_and_revision(tmp_path: Path
     assert a.identity("r1") != a.identity("r2")                                # another revision
     assert _plan(tmp_path, text % (11, 100)).cells[0].identity("r1") != a.identity("r1")  # samples
     assert _plan(tmp_path, text % (10, 999)).cells[0].identity("r1") == a.identity("r1")  # timeout
+    settle = text.replace("[resources]", "settle_s = %s\n[resources]")
+    assert _plan(tmp_path, settle % (10, 0, 100)).cells[0].identity("r1") == a.identity("r1")  # no settle
+    assert _plan(tmp_path, settle % (10, 0.5, 100)).cells[0].identity("r1") != a.identity("r1")  # settle
     contract.write_text(base % "reworded")                                     # description only
     assert _plan(tmp_path, text % (10, 100)).cells[0].identity("r1") == a.identity("r1")
     contract.write_text((base % "first").replace('"d2h"]', '"d2h", "reduce"]'))  # another region
@@ -138,6 +142,8 @@ def test_cell_identity_is_its_declared_configuration_and_revision(tmp_path: Path
     ('[run]\nsamples = 0', "run.samples"),
     ('[run]\nsamples = "many"', "run.samples: is string, not an integer"),
     ('[run]\ntarget_ci = 200', "target_ci"),
+    ('[run]\nsettle_s = -1.0', "settle_s must be a finite number of seconds ≥ 0"),
+    ('[run]\nsettle_s = "long"', "run.settle_s: is string, not a number"),
     ('[resources]\ncpus = 0', "resources.cpus"),
     ('[run]\nbaseline = "torch-eager"', "needs together"),
     ('[runner_options.tensorrt]\nx = 1', "'tensorrt' is not in axes.runner"),
