@@ -208,6 +208,9 @@ def test_the_settle_phase_defaults_to_two_seconds_and_refuses_bad_values(tmp_pat
     for bad in ("-1", "nan", "inf"):
         line = one_line_exit_2(["sweep", "--gap", "1", "--settle-s", bad, "--out-dir", str(tmp_path / "s")])
         assert "--settle-s" in line
+    with pytest.raises(FieldError, match="below the per-case time limit"):  # it would fail every case
+        RunConfig(settle_s=10.0, case_time_limit_s=10.0).validate()
+    RunConfig(settle_s=10.0, case_time_limit_s=0.0).validate()  # no limit
     assert not (tmp_path / "s" / INDEX).exists()
 
 

@@ -283,28 +283,54 @@ def run_matrix(plan: Plan, store_root: Path, executor: str = "local", ray_addres
 
     progress(f"plan {plan.name}: {len(planned)} cells, {len(planned) - len(jobs)} already in the store, "
              f"{len(jobs)} to run ({executor} executor, revision {rev[:20]})")
-    # SIGTERM (a scheduler, a CI cancel, a container stop) stops the matrix as Ctrl-C does, also in
-    # a process that started with SIGINT ignored: a local cell in progress gets one SIGINT and keeps
-    # what it measured (within GRACE_S), then the record is written. A second signal while the cell
-    # stops drops that cell; once the record is being written, further signals change nothing.
-    stop = Stop()
-    with stop.installed(), stop.preparing():
-        try:
-            if jobs:
-                ex.start()
-            with phases("matrix"):
-                ex.run_cells(jobs, on_done, on_start)
-        except KeyboardInterrupt:
-            stop.exiting = True
-            record.save(phases.seconds.get("matrix", 0.0))
-            finished = sum(o.reason != "interrupted" for o in record.outcomes.values())
-            raise MatrixInterrupted(f"interrupted ({stop.signal_name}): {finished} of {len(planned)} cells "
-                                    f"finished; record {record.path}", stop.signum) from None
-        finally:
-            ex.stop()
+    _run_cells(ex, jobs, on_done, on_start, record, phases)
     wall = phases.seconds["matrix"]
     record.save(wall)
     return record.result(wall)
+
+
+def _run_cells(ex: Any, jobs: list[CellJob], on_done: Callable[[CellJob, CellRun], None],
+               on_start: Callable[[CellJob], None], record: _RunRecord, phases: PhaseTimer) -> None:
+    """Run the cells under the matrix's own signal handling (as ``benchbox run``'s).
+
+    SIGTERM (a scheduler, a CI cancel, a container stop) stops the matrix as Ctrl-C does, also in a
+    process that started with SIGINT ignored: a local cell in progress gets one SIGINT and keeps
+    what it measured (within GRACE_S), then the record is written. A second signal while that cell
+    stops kills it (it is dropped); a finished cell is stored whole before a signal takes effect.
+    The handlers go in once the executor has started: Ray's start installs a SIGTERM handler of
+    its own (``sys.exit``) over whatever was there.
+    """
+    stop = Stop()
+
+    def stored(job: CellJob, run: CellRun) -> None:
+        stop.immediate = False  # a first signal waits for the cell to be stored; a second does not
+        try:
+            on_done(job, run)
+        finally:
+            stop.immediate = True
+        if stop.requested:
+            raise KeyboardInterrupt
+
+    def interrupted() -> MatrixInterrupted:
+        stop.exiting = True  # further signals change nothing while the record is written
+        record.save(phases.seconds.get("matrix", 0.0))
+        finished = sum(o.reason != "interrupted" for o in record.outcomes.values())
+        return MatrixInterrupted(f"interrupted ({stop.signal_name}): {finished} of {len(record.planned)} "
+                                 f"cells finished; record {record.path}", stop.signum)
+
+    try:
+        if jobs:
+            ex.start()
+        with stop.installed(), stop.preparing():
+            try:
+                with phases("matrix"):
+                    ex.run_cells(jobs, stored, on_start)
+            except KeyboardInterrupt:
+                raise interrupted() from None
+    except KeyboardInterrupt:  # while the executor started, under Python's own SIGINT handler
+        raise interrupted() from None
+    finally:
+        ex.stop()
 
 
 def _slug(name: str) -> str:

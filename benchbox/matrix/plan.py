@@ -261,7 +261,7 @@ class RunDeclaration(Declared):
         of cells declared before it existed stay as they were."""
         out = {"samples": self.samples, "warmup": self.warmup, "target_ci": self.target_ci,
                "max_samples": self.max_samples, "max_time": self.max_time}
-        return {**out, "settle_s": self.settle_s} if self.settle_s else out
+        return {**out, "settle_s": float(self.settle_s)} if self.settle_s else out  # 2 and 2.0: one cell
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -88,13 +88,20 @@ def stop(proc: subprocess.Popen[bytes], signum: int, grace_s: float) -> int:
 
 def wait(proc: subprocess.Popen[bytes], timeout_s: float | None, grace_s: float,
          signum: int = signal.SIGINT) -> Ended:
-    """Wait for the process; on a time-out or a KeyboardInterrupt here, :func:`stop` it."""
+    """Wait for the process; on a time-out or a KeyboardInterrupt here, :func:`stop` it. A second
+    KeyboardInterrupt while it stops kills it (:func:`reap`) and goes on up: the process is never
+    left running behind the caller."""
     try:
         return Ended(proc.wait(timeout=timeout_s))
     except subprocess.TimeoutExpired:
-        return Ended(stop(proc, signum, grace_s), timed_out=True)
+        timed_out = True
     except KeyboardInterrupt:
-        return Ended(stop(proc, signum, grace_s), interrupted=True)
+        timed_out = False
+    try:
+        return Ended(stop(proc, signum, grace_s), timed_out=timed_out, interrupted=not timed_out)
+    except BaseException:
+        reap(proc)
+        raise
 
 
 def reap(proc: subprocess.Popen[bytes]) -> None:

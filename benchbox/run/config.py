@@ -255,6 +255,9 @@ class RunConfig:
         settle = self.settle_s
         if not math.isfinite(settle) or settle < 0:
             raise FieldError("settle_s", f"must be a finite number of seconds ≥ 0, got {settle!r}")
+        if limit and settle >= limit:
+            raise FieldError("settle_s", f"{settle:g} s of settling must be below the per-case time limit "
+                                         f"case_time_limit_s = {limit:g} s, which would end every case first")
 
     @property
     def chosen_baseline(self) -> str:

@@ -331,7 +331,10 @@ class _Run:
                       "traceback": traceback.format_exc(limit=8), **self._log_entry(runner.name)}
             return [build.failed_row(runner.name, case, f"settle call failed: {error_line(e)}", report)
                     ] * len(self.contracts)
-        self.progress(f"{label}: settled with {calls} untimed back-to-back call(s) over {seconds:g} s")
+        if self.stop.requested:  # the interrupt cut the settle short
+            self.progress(f"{label}: settle stopped by the interrupt after {calls} untimed call(s)")
+        else:
+            self.progress(f"{label}: settled with {calls} untimed back-to-back call(s) over {seconds:g} s")
         return None
 
     def rows(self, runner: Runner, case: Case, phases: PhaseTimer, gates: Any,

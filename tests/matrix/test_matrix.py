@@ -123,6 +123,8 @@ def test_cell_identity_is_its_declared_configuration_and_revision(tmp_path: Path
     settle = text.replace("[resources]", "settle_s = %s\n[resources]")
     assert _plan(tmp_path, settle % (10, 0, 100)).cells[0].identity("r1") == a.identity("r1")  # no settle
     assert _plan(tmp_path, settle % (10, 0.5, 100)).cells[0].identity("r1") != a.identity("r1")  # settle
+    two = _plan(tmp_path, settle % (10, 2, 100)).cells[0].identity("r1")
+    assert two == _plan(tmp_path, settle % (10, 2.0, 100)).cells[0].identity("r1")  # 2 and 2.0: one cell
     contract.write_text(base % "reworded")                                     # description only
     assert _plan(tmp_path, text % (10, 100)).cells[0].identity("r1") == a.identity("r1")
     contract.write_text((base % "first").replace('"d2h"]', '"d2h", "reduce"]'))  # another region

@@ -77,6 +77,26 @@ def test_a_keyboard_interrupt_while_waiting_stops_the_process_with_one_sigint(tm
         assert (tmp_path / "out").read_text() == "payload started\n"
 
 
+def test_a_second_keyboard_interrupt_while_it_stops_kills_the_process_and_goes_on_up(tmp_path: Path) -> None:
+    """The first interrupt sends one SIGINT (ignored here, so the grace runs); a second during the
+    grace must not leave the process running behind the caller."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    blocked = signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+    main = threading.main_thread().ident
+    try:
+        proc = _start("cell", "ignore", tmp_path / "out")
+        time.sleep(0.5)
+        for at in (0.5, 1.5):
+            threading.Timer(at, signal.pthread_kill, (main, signal.SIGINT)).start()
+        began = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            child.wait(proc, 30.0, grace_s=30.0)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        signal.signal(signal.SIGINT, previous)
+    assert proc.poll() == -signal.SIGKILL and time.monotonic() - began < 20
+
+
 def test_both_users_go_through_the_one_executor() -> None:
     assert cell.child is child and workers.child is child
     assert not hasattr(cell, "subprocess")

@@ -182,3 +182,22 @@ def test_sigterm_while_the_task_loads_or_the_reference_hangs_exits_143_with_one_
     assert text.rstrip().splitlines()[-1] == said[0]
     if (tmp_path / "r.json").exists():  # the reference phase: the receipt was open
         assert loaded(tmp_path / "r.json")["interrupted"] is True
+
+
+def test_an_interrupt_during_the_settle_phase_is_said_as_such(tmp_path: Path) -> None:
+    """SIGINT at the settle's fourth call (serialize calls: the two cases' references, alpha's two
+    validation calls, then the settle): the settle stops there and says so, not 'settled'."""
+    from benchbox.run import RunConfig, run
+    from benchbox.run.interrupt import Interrupted
+
+    lines: list[str] = []
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(Interrupted):
+            run(RunConfig(task="tests.hostile_tasks:factory", runners=("torch-eager",), samples=5, warmup=1,
+                          settle_s=60.0, task_options={"signal_in": "serialize", "at_call": 8},
+                          out=tmp_path / "r.json"), progress=lines.append)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    said = [ln for ln in lines if "settle" in ln]
+    assert said == ["torch-eager × alpha: settle stopped by the interrupt after 4 untimed call(s)"], lines
