@@ -266,7 +266,7 @@ def run_matrix(plan: Plan, store_root: Path, executor: str = "local", ray_addres
 
     jobs = [CellJob(p.cell, p.cell_id, cell_labels(plan, p.cell, p.cell_id, rev, executor), executor)
             for p in planned if not p.done]
-    walls: list[float] = []
+    walls: list[float] = []  # the time left assumes cells one after another: Ray's concurrent ones end sooner
 
     def on_start(job: CellJob) -> None:
         progress(f"cell {len(walls) + 1}/{len(jobs)} {job.cell_id[:12]} {_axes_text(job.cell.axes())}: "
