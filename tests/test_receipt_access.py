@@ -42,7 +42,7 @@ NOT_RECEIPT_DATA: dict[str, tuple[int, str]] = {
     "receipts/diff.py": (1, "the diff's own dict of what the two sides declare differently"),
     "stats.py": (8, "the summary and steady-state dicts stats computes; stats imports nothing "
                     "(below receipts), so it cannot take the records"),
-    "matrix/cell.py": (4, "the plan's sampling table (TOML), os.environ and the phase timer's seconds"),
+    "matrix/cell.py": (5, "the plan's sampling table (TOML), os.environ and the phase timer's seconds"),
     "matrix/driver.py": (3, "the plan's [ray] table (TOML) and the phase timer's seconds"),
     "matrix/executors.py": (7, "ray.nodes(), Ray's own report"),
     "matrix/host.py": (12, "the host's lease file (the matrix's own entries) and os.environ"),
