@@ -49,7 +49,7 @@ class StandIn:
 
 def test_sigterm_after_a_stand_in_executor_whose_start_sets_a_handler_as_rays_does(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """ray.init installs a SIGTERM handler that calls sys.exit (checked with Ray 2 here); the
+    """ray.init installs a SIGTERM handler that calls sys.exit (checked with Ray 2.60 here); the
     matrix's handlers go in after the executor starts, so SIGTERM still stops the matrix (exit 143)."""
     monkeypatch.setenv("BENCHBOX_MATRIX_DIR", str(tmp_path / "registry"))
 
@@ -69,7 +69,7 @@ def test_sigterm_after_a_stand_in_executor_whose_start_sets_a_handler_as_rays_do
     assert [c["status"] for c in _cells(tmp_path / "store")] == ["not_run", "not_run"]
 
 
-def test_a_signal_while_a_finished_cell_is_stored_waits_until_it_is(
+def test_a_signal_while_a_finished_stand_in_cell_is_stored_waits_until_it_is(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BENCHBOX_MATRIX_DIR", str(tmp_path / "registry"))
     monkeypatch.setattr(driver, "make_executor", lambda *a, **k: StandIn())
