@@ -10,7 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from benchbox import __version__
-from benchbox.errors import first_line
+from benchbox.errors import UsageError, first_line
+
+#: seconds a run watches the machine's CPU time before it starts (the load at start)
+LOAD_WINDOW_S = 0.5
+#: the environment variable that sets another window (0: read the load average only)
+LOAD_WINDOW_VARIABLE = "BENCHBOX_LOAD_WINDOW_S"
 
 
 def _git(args: list[str], cwd: Path) -> str | None:
@@ -53,7 +58,7 @@ def collect(device: str) -> dict[str, Any]:
         "benchbox": __version__,
         "git": git_state(),
         "system": system_metadata(),
-        "load": load_at_start(),
+        "load": load_at_start(load_window_s()),
     }
     if "torch" in sys.modules or device != "none":
         import torch
@@ -85,7 +90,24 @@ def _cpu_times() -> tuple[int, int] | None:
     return sum(vals) - idle, sum(vals)
 
 
-def load_at_start(window_s: float = 0.5) -> dict[str, Any]:
+def load_window_s() -> float:
+    """The load-at-start window: ``$BENCHBOX_LOAD_WINDOW_S`` seconds (0 to 60), else 0.5 s.
+
+    A shorter window reads a burst of other work as a busy machine more easily; 0 records no
+    busy fraction, and the busy verdict then falls back on the load average per core."""
+    text = os.environ.get(LOAD_WINDOW_VARIABLE, "").strip()
+    if not text:
+        return LOAD_WINDOW_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value <= 60:
+        raise UsageError(f"{LOAD_WINDOW_VARIABLE} must be seconds from 0 to 60, not {text!r}")
+    return value
+
+
+def load_at_start(window_s: float = LOAD_WINDOW_S) -> dict[str, Any]:
     """How busy the machine is as the run starts: the 1-minute load average per core and the
     fraction of CPU time busy over ``window_s`` (this process sleeps meanwhile)."""
     import time
@@ -97,6 +119,8 @@ def load_at_start(window_s: float = 0.5) -> dict[str, Any]:
         out.update(load_avg_1min=avg, per_core=round(avg / cores, 3))
     except OSError:
         pass
+    if window_s <= 0:
+        return out
     a = _cpu_times()
     time.sleep(window_s)
     b = _cpu_times()

@@ -19,6 +19,10 @@ os.environ["BENCHBOX_CACHE"] = tempfile.mkdtemp(prefix="benchbox-test-cache-")
 # tiny model a hundredfold; results stay correct either way, tests just run steadier
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+# a run watches the machine for 0.1 s, not 0.5 s, before it starts: some 230 runs in a session,
+# 90 s saved; a test of the load reading sets its own window
+os.environ.setdefault("BENCHBOX_LOAD_WINDOW_S", "0.1")
+
 import pytest
 
 from benchbox.run import RunConfig, run

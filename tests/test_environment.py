@@ -1,0 +1,62 @@
+"""The load at start: how long a run watches the machine's CPU time, and what it records."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from benchbox import environment
+from benchbox.cli import main
+from benchbox.errors import UsageError
+from benchbox.run import RunConfig, run
+
+
+def test_the_window_is_half_a_second_unless_the_variable_says_otherwise(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("BENCHBOX_LOAD_WINDOW_S", raising=False)
+    assert environment.load_window_s() == 0.5
+    monkeypatch.setenv("BENCHBOX_LOAD_WINDOW_S", " ")
+    assert environment.load_window_s() == 0.5
+    for text, value in (("0.2", 0.2), ("0", 0.0), ("60", 60.0)):
+        monkeypatch.setenv("BENCHBOX_LOAD_WINDOW_S", text)
+        assert environment.load_window_s() == value
+
+
+@pytest.mark.parametrize("text", ["-1", "61", "nan", "inf", "half", "0,5"])
+def test_a_window_out_of_range_or_not_a_number_is_refused(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    monkeypatch.setenv("BENCHBOX_LOAD_WINDOW_S", text)
+    with pytest.raises(UsageError, match=r"^BENCHBOX_LOAD_WINDOW_S must be seconds from 0 to 60, not "):
+        environment.load_window_s()
+
+
+def test_the_busy_fraction_is_read_over_the_window_and_a_zero_window_reads_none() -> None:
+    timed = environment.load_at_start(0.05)
+    assert timed["window_s"] == 0.05 and 0 <= timed["busy_fraction"] <= 1 and timed["cores"] >= 1
+    bare = environment.load_at_start(0)
+    assert "busy_fraction" not in bare and "window_s" not in bare
+    assert bare["per_core"] == pytest.approx(bare["load_avg_1min"] / bare["cores"], abs=1e-3)
+
+
+def test_a_run_records_the_window_it_watched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BENCHBOX_LOAD_WINDOW_S", "0.2")
+    cfg = RunConfig(runners=("torch-eager",), cases=("invoice",), samples=3, warmup=0,
+                    out=tmp_path / "r.json")
+    out = run(cfg)
+    load = json.loads(Path(out.path).read_text())["environment"]["load"]
+    assert load["window_s"] == 0.2 and "busy_fraction" in load
+
+
+@pytest.mark.parametrize("rounds", [[], ["--repeats", "2"]], ids=["one-round", "fresh-processes"])
+def test_a_bad_window_exits_2_with_one_line_before_anything_is_written(tmp_path: Path,
+                                                                      rounds: list[str]) -> None:
+    out = tmp_path / "r.json"
+    args = ["run", "--runner", "torch-eager", "--case", "invoice", "--samples", "4", "--out", str(out)]
+    args += rounds
+    result = CliRunner().invoke(main, args, env={"BENCHBOX_LOAD_WINDOW_S": "soon"})
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip().splitlines() == [
+        "benchbox: error: BENCHBOX_LOAD_WINDOW_S must be seconds from 0 to 60, not 'soon'"]
+    assert not list(tmp_path.iterdir())
