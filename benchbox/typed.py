@@ -138,10 +138,11 @@ class Declared(Record):
 _BOOKKEEPING = ("extra", "nulls", "order")
 
 
-def _fields(cls: type) -> list[tuple[dataclasses.Field[Any], Any]]:
+@cache
+def _fields(cls: type) -> tuple[tuple[dataclasses.Field[Any], Any], ...]:
     hints = _hints(cls)
-    return [(f, hints[f.name]) for f in dataclasses.fields(cls)
-            if f.name not in _BOOKKEEPING and not f.metadata.get("derived")]
+    return tuple((f, hints[f.name]) for f in dataclasses.fields(cls)
+                 if f.name not in _BOOKKEEPING and not f.metadata.get("derived"))
 
 
 @cache
@@ -278,11 +279,17 @@ def _decode_dict(args: tuple[Any, ...], value: Any, path: str) -> dict[str, Any]
     return out
 
 
+_INT = frozenset({int})
+
+
 def _int_items(value: list[Any], meta: tuple[Any, ...], path: str) -> tuple[int, ...]:
     lo = hi = None
     for m in meta:
         if isinstance(m, Range):
             lo, hi = m.minimum, m.maximum
+    if not value or (_INT.issuperset(map(type, value)) and (lo is None or min(value) >= lo)
+                     and (hi is None or max(value) <= hi)):
+        return tuple(value)  # every item an integer in range, checked in C
     odd = [i for i, v in enumerate(value)
            if type(v) is not int or (lo is not None and v < lo) or (hi is not None and v > hi)]
     if not odd:
@@ -372,12 +379,21 @@ def plain(x: Any) -> Any:
 
 # -- encoding -------------------------------------------------------------------------------
 
+#: values written as they are (a sequence of only these is copied as a list, item by item in C)
+_PLAIN = frozenset({int, float, str, bool, type(None)})
+
+
 def _encode(value: Any) -> Any:
+    kind = type(value)
+    if kind in _PLAIN:
+        return value
+    if kind is tuple or kind is list:
+        if _PLAIN.issuperset(map(type, value)):  # sample lists: 10,000s of numbers
+            return list(value)
+        return [_encode(v) for v in value]
     if isinstance(value, Record):
         return value.to_json()
-    if isinstance(value, tuple):
-        return [_encode(v) for v in value]
-    if isinstance(value, list):
+    if isinstance(value, (tuple, list)):
         return [_encode(v) for v in value]
     if isinstance(value, Mapping):
         return {k: _encode(v) for k, v in value.items()}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import platform
 import tempfile
@@ -20,42 +21,49 @@ from typing import Any
 
 import numpy as np
 
+from benchbox import stats
 from benchbox.contracts import STAGES, load_contract
 from benchbox.receipts import load_receipt, write_receipt
 from benchbox.receipts.diff import DiffOptions, diff_receipts
 
+#: a receipt written by ``benchbox run`` (the current schema): the synthetic receipts keep its header
+GOLDEN = Path(__file__).resolve().parents[1] / "tests" / "golden" / "receipt-v2.json"
+
 
 def synthetic(rows: int, samples: int, seed: int, slow_every: int = 0) -> dict[str, Any]:
-    """A structurally complete receipt whose stage samples are lognormal noise."""
+    """A complete receipt (the golden one's header) whose rows' stage samples are lognormal noise."""
     rng = np.random.default_rng(seed)
-    c = load_contract("public_task_call_wall")
-    decl = {**c.canonical(), "hash": c.hash, "name": c.name, "first": c.first, "last": c.last,
-            "clock": c.clock, "stages": list(c.stages)}
-    results = []
+    doc = json.loads(GOLDEN.read_text())
+    template = doc["results"][0]
+    c = load_contract(doc["contract"]["name"])
+    results, cases = [], []
     for i in range(rows):
         stages = {s: (rng.lognormal(np.log(1e5 * (1 + k)), 0.2, samples)).astype(np.int64)
-                  for k, s in enumerate(STAGES)}
-        if slow_every and i % slow_every == 0:
+                  for k, s in enumerate(STAGES) if s in c.stages}
+        if slow_every and i % slow_every == 0 and "serialize" in stages:
             stages["serialize"] = (stages["serialize"] * 1.5).astype(np.int64)
-        region = sum(stages.values())
-        results.append({"runner": f"runner{i % 4}", "case": f"case{i // 4:04d}", "status": "valid",
-                        "reasons": [], "runner_report": {"options": {}, "fallbacks": []},
-                        "samples_ns": region.tolist(),
+        region = sum(stages.values()).tolist()
+        sha = hashlib.sha256(str(i // 4).encode()).hexdigest()
+        case = {"name": f"case{i // 4:04d}", "request_sha256": sha}
+        if i % 4 == 0:
+            cases.append(case)
+        results.append({**template, "runner": f"runner{i % 4}", "case": case["name"],
+                        "request_sha256": case["request_sha256"], "samples_ns": region,
+                        "round_sizes": [samples], "round_process": [0],
                         "stages_ns": {s: v.tolist() for s, v in stages.items()},
-                        "summary": {"n": samples}, "clock_used": "host"})
-    return {"schema_version": 1, "benchbox_version": "synthetic", "contract": decl,
-            "environment": {"device": "cpu"},
-            "task": {"name": "synthetic", "size": "tiny", "model_sha256": hashlib.sha256(b"m").hexdigest(),
-                     "cases": []},
-            "calibration": {"floors": {"host": 1000}}, "results": results}
+                        "summary": stats.summarize(region), "steady_state": stats.steady_state(region)})
+    doc["task"]["cases"] = cases
+    doc["results"] = results
+    doc.pop("comparisons", None)
+    return doc
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=1000)
     ap.add_argument("--samples", type=int, default=1000)
     ap.add_argument("--keep", type=Path, default=None, help="write the receipts here and keep them")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     folder = args.keep or Path(tempfile.mkdtemp(prefix="diff_speed."))
     base_p, head_p = folder / "base.json", folder / "head.json"
     write_receipt(base_p, synthetic(args.rows, args.samples, 1))

@@ -13,7 +13,7 @@ import pytest
 
 from benchbox import stats
 from benchbox.errors import UsageError
-from benchbox.receipts import io, load_receipt
+from benchbox.receipts import io, load_receipt, parse_receipt
 from benchbox.receipts.io import write_receipt
 from tests.support import GOLDEN, GOLDEN_V1, loaded, one_line_exit_2
 
@@ -340,3 +340,19 @@ def test_summaries_written_by_benchbox_agree_with_their_samples() -> None:
     assert len(paths) > 2
     for p in paths:
         assert load_receipt(p).results
+
+
+def test_sample_lists_are_checked_item_by_item_where_the_whole_list_check_fails(tmp_path: Path) -> None:
+    # the loader checks a list of in-range integers as a whole; anything else, item by item
+    r = _golden()
+    r["results"][0]["samples_ns"][3] = -1
+    with pytest.raises(UsageError, match=r"results\[0\]\.samples_ns\[3\]: -1 is below 0"):
+        parse_receipt(json.dumps(r).encode(), "m")
+    r = _golden()
+    first = r["results"][0]["samples_ns"][5]
+    r["results"][0]["samples_ns"][5] = float(first)  # an integral float is the integer it is
+    row = parse_receipt(json.dumps(r).encode(), "m").results[0]
+    assert row.samples_ns[5] == first and type(row.samples_ns[5]) is int
+    text = json.dumps(_golden()).replace('"samples_ns": [', '"samples_ns": [1e999, ', 1)
+    with pytest.raises(UsageError, match=r"a number is out of range \(infinite\)"):
+        parse_receipt(text.encode(), "m")
