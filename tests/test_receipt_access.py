@@ -19,7 +19,8 @@ KEYED_GET = re.compile(r"""\.get\(\s*["']""")
 
 #: the decoder: it reads the raw document before there is a record
 DECODER: dict[str, tuple[int, str]] = {
-    "typed.py": (4, "the decoder itself: a record field's metadata (optional, omit_none, description)"),
+    "typed/__init__.py": (3, "the decoder itself: a record field's metadata (optional, omit_none)"),
+    "typed/schema.py": (1, "the schema beside the decoder: a record field's description"),
     "receipts/io.py": (6, "the loader's front: the raw document (schema_version, samples) before it "
                           "is migrated and decoded, and a matrix cell's receipt bytes peeked at "
                           "(complete) and relabelled before they are decoded"),

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from benchbox.errors import UsageError
-from benchbox.typed import Declared, Record, decode, derived, encode, json_schema, required, spec
+from benchbox.typed import Declared, Record, decode, derived, encode, required, spec
+from benchbox.typed.schema import json_schema
 
 
 @dataclass(frozen=True, kw_only=True)

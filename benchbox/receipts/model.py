@@ -64,7 +64,8 @@ from benchbox.receipts.row import (
     summary_problem,
 )
 from benchbox.receipts.settings import JoinedFrom, OverloadBound, Settings
-from benchbox.typed import Range, decode, json_schema, required, spec
+from benchbox.typed import Range, decode, required, spec
+from benchbox.typed.schema import json_schema
 
 __all__ = ["BEYOND_SCHEMA", "MAX_NAME_LENGTH", "MAX_NS", "SCHEMA_VERSION", "STATUSES", "Accuracy",
            "ArrivalRecord", "Calibration", "CaseRef", "ClockCrossCheck", "ComparisonRow", "Comparisons",

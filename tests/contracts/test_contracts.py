@@ -256,7 +256,7 @@ def test_the_declaration_is_one_typed_record_whose_schema_and_constants_agree() 
     """The contract declaration is decoded by benchbox.typed: its JSON Schema closes every table
     and its enumerations are the module's constants (one declaration each, no second validator)."""
     from benchbox.contracts import model
-    from benchbox.typed import json_schema
+    from benchbox.typed.schema import json_schema
 
     schema = json_schema(model.ContractDeclaration)
     defs = schema["$defs"]
