@@ -15,6 +15,8 @@ def test_the_synthetic_receipts_load_and_the_slowed_rows_are_found(tmp_path: Pat
     main(["--rows", "8", "--samples", "60", "--keep", str(tmp_path)])
     out = capsys.readouterr().out
     assert "receipts: 8 rows × 60 samples each" in out and "load both:" in out
+    assert "write one loaded receipt again:" in out
+    assert (tmp_path / "base-again.json").read_bytes() == (tmp_path / "base.json").read_bytes()
     base, head = (load_receipt(tmp_path / f"{side}.json") for side in ("base", "head"))
     assert len(base.results) == len(head.results) == 8
     assert all(len(r.samples_ns) == 60 for r in base.results)
