@@ -32,9 +32,11 @@ def test_a_window_out_of_range_or_not_a_number_is_refused(monkeypatch: pytest.Mo
         environment.load_window_s()
 
 
-def test_the_busy_fraction_is_read_over_the_window_and_a_zero_window_reads_none() -> None:
+def test_the_busy_fraction_is_read_over_the_window_and_a_zero_window_reads_none(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     timed = environment.load_at_start(0.05)
     assert timed["window_s"] == 0.05 and 0 <= timed["busy_fraction"] <= 1 and timed["cores"] >= 1
+    monkeypatch.setattr(environment, "_cpu_times", lambda: pytest.fail("a zero window reads no CPU times"))
     bare = environment.load_at_start(0)
     assert "busy_fraction" not in bare and "window_s" not in bare
     assert bare["per_core"] == pytest.approx(bare["load_avg_1min"] / bare["cores"], abs=1e-3)
@@ -60,3 +62,31 @@ def test_a_bad_window_exits_2_with_one_line_before_anything_is_written(tmp_path:
     assert result.stderr.strip().splitlines() == [
         "benchbox: error: BENCHBOX_LOAD_WINDOW_S must be seconds from 0 to 60, not 'soon'"]
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("command", ["sweep", "selfcheck", "matrix"])
+def test_commands_that_start_runs_refuse_a_bad_window_before_they_write(tmp_path: Path,
+                                                                       command: str) -> None:
+    out = tmp_path / "out"
+    plan = tmp_path / "plan.toml"
+    plan.write_text('[axes]\nrunner = ["torch-eager"]\ncase = ["invoice"]\n')
+    args = {"sweep": ["sweep", "--runner", "torch-eager", "--case", "invoice", "--rate", "10",
+                      "--out-dir", str(out)],
+            "selfcheck": ["selfcheck", "--out-dir", str(out)],
+            "matrix": ["matrix", str(plan), "--store", str(out)]}[command]
+    result = CliRunner().invoke(main, args, env={"BENCHBOX_LOAD_WINDOW_S": "-1"})
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip().splitlines() == [
+        "benchbox: error: BENCHBOX_LOAD_WINDOW_S must be seconds from 0 to 60, not '-1'"]
+    assert not out.exists()
+
+
+def test_without_a_window_the_warning_gives_the_load_average_per_core() -> None:
+    from benchbox.receipts.conditions import load_warning
+
+    said = load_warning({"cores": 2, "load_avg_1min": 2.8, "per_core": 1.4})
+    assert said is not None and "(load average 1.40 per core as the run started)" in said
+    assert "% of CPU time" not in said
+    windowed = load_warning({"cores": 2, "load_avg_1min": 2.8, "per_core": 1.4, "busy_fraction": 0.7,
+                             "window_s": 0.5})
+    assert windowed is not None and "(70% of CPU time went to other work" in windowed

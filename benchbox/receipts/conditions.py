@@ -3,8 +3,9 @@
 Conditions are signal, not noise: only what moves timings and was read while it mattered.
 
 - ``cpu``: CPU model or core count differ.
-- ``load``: a process of either side started on a busy machine (CPU time busy over 0.5 s
-  before it), or the sides started busy in different shares of their processes.
+- ``load``: a process of either side started on a busy machine (CPU time busy over the 0.5 s
+  before it, or ``$BENCHBOX_LOAD_WINDOW_S``; with no window, the load average per core), or the
+  sides started busy in different shares of their processes.
 - ``gpu``: driver or power limit differ, or — read right after each case's samples, while the
   GPU worked — the SM clock (by more than 10%) or the throttle reasons other than idle. A clock
   read while the GPU idles says nothing about the measured work and is never compared.
@@ -66,6 +67,11 @@ def busy_processes(r: Receipt) -> tuple[int, int] | None:
     return sum(1 for b in known if b >= LOAD_BUSY), len(known)
 
 
+def _windowed(load: MachineLoad) -> bool:
+    """Whether the reading is the window's busy fraction (not the load average per core)."""
+    return isinstance(load.busy_fraction, (int, float)) and not isinstance(load.busy_fraction, bool)
+
+
 def load_warning(load: MachineLoad | Mapping[str, Any] | None) -> str | None:
     """The warning a run gives as it starts on a busy machine (``environment.load``), or None."""
     if isinstance(load, Mapping) and not isinstance(load, MachineLoad):
@@ -74,18 +80,24 @@ def load_warning(load: MachineLoad | Mapping[str, Any] | None) -> str | None:
     if load is None or busy is None or busy < LOAD_BUSY:
         return None
     avg, cores = load.load_avg_1min, load.cores
-    also = (f"; load average {avg:.1f} on {cores} cores" if isinstance(avg, (int, float))
-            and isinstance(cores, int) else "")
-    return (f"warning: the machine is busy ({busy:.0%} of CPU time went to other work as the run "
-            f"started{also}): timings taken now move with that work, and benchbox diff will call "
-            "this run's rows unreliable (load); rerun on a quiet machine to compare")
+    if _windowed(load):
+        also = (f"; load average {avg:.1f} on {cores} cores" if isinstance(avg, (int, float))
+                and isinstance(cores, int) else "")
+        what = f"{busy:.0%} of CPU time went to other work as the run started{also}"
+    else:  # no window: the load average, which counts benchbox's own start too
+        what = f"load average {busy:.2f} per core as the run started"
+    return (f"warning: the machine is busy ({what}): timings taken now move with that work, and "
+            "benchbox diff will call this run's rows unreliable (load); rerun on a quiet machine to compare")
 
 
 def _load_text(r: Receipt, counted: tuple[int, int]) -> str:
     if counted[1] == 1:
-        found = [b for b in (_busy(p.load) for p in processes(r)) if b is not None]
-        busy = found[0] if found else _busy(r.environment.load) or 0.0
-        return f"{'busy' if busy >= LOAD_BUSY else 'idle'} ({busy:.0%} of CPU busy at start)"
+        found = [p.load for p in processes(r) if _busy(p.load) is not None]
+        load = found[0] if found else r.environment.load
+        busy = _busy(load) or 0.0
+        reading = (f"{busy:.0%} of CPU busy at start" if load is None or _windowed(load)
+                   else f"load average {busy:.2f} per core at start")
+        return f"{'busy' if busy >= LOAD_BUSY else 'idle'} ({reading})"
     return f"busy at start in {counted[0]} of {counted[1]} processes"
 
 

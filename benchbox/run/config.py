@@ -41,6 +41,15 @@ def _f(default: Any = dataclasses.MISSING, *, help: str, factory: Any = dataclas
     return field(default=default, metadata=meta)
 
 
+def check_environment() -> None:
+    """The environment variables every run reads, checked before anything starts (UsageError):
+    ``$BENCHBOX_LOAD_WINDOW_S``. A command that starts runs of its own (sweep, matrix,
+    selfcheck) calls it before it writes anything."""
+    from benchbox.environment import load_window_s
+
+    load_window_s()
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """Everything that decides what a run measures."""
@@ -181,6 +190,7 @@ class RunConfig:
         ``runners``: where the run gets its runners (their names and option checks).
         """
         self._validate_scalars()
+        check_environment()
         self._validate_arrival()
 
         known = runners.names()

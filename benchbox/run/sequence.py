@@ -126,9 +126,6 @@ class _Run:
         cfg = self.cfg
         cfg.validate(self.runner_factory)
         check_layout(cfg.layout)
-        from benchbox.environment import load_window_s
-
-        load_window_s()  # a bad $BENCHBOX_LOAD_WINDOW_S is refused before anything runs
         self.contracts = run_contracts(cfg, self.points)
         if cfg.in_workers:
             return self._in_fresh_processes()

@@ -193,7 +193,9 @@ def _flavours(cfg: SelfCheckConfig) -> tuple[list[str], list[str]]:
 
 
 def _check_config(cfg: SelfCheckConfig) -> None:
-    from benchbox.run.config import DTYPES
+    from benchbox.run.config import DTYPES, check_environment
+
+    check_environment()
 
     if cfg.runner not in RUNNERS:
         raise FieldError("runner", f"{cfg.runner!r}: the self-check covers {', '.join(RUNNERS)}")

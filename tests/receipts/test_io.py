@@ -15,6 +15,7 @@ from benchbox import stats
 from benchbox.errors import UsageError
 from benchbox.receipts import io, load_receipt, parse_receipt
 from benchbox.receipts.io import write_receipt
+from benchbox.receipts.record import MAX_NS
 from tests.support import GOLDEN, GOLDEN_V1, loaded, one_line_exit_2
 
 # -- atomic writes ---------------------------------------------------------------------------
@@ -348,6 +349,11 @@ def test_sample_lists_are_checked_item_by_item_where_the_whole_list_check_fails(
     r["results"][0]["samples_ns"][3] = -1
     with pytest.raises(UsageError, match=r"results\[0\]\.samples_ns\[3\]: -1 is below 0"):
         parse_receipt(json.dumps(r).encode(), "m")
+    for at, value, said in ((2, True, "is boolean, not an integer"), (4, MAX_NS + 1, f"{MAX_NS + 1} is above")):
+        r = _golden()
+        r["results"][0]["samples_ns"][at] = value
+        with pytest.raises(UsageError, match=rf"results\[0\]\.samples_ns\[{at}\]: {said}"):
+            parse_receipt(json.dumps(r).encode(), "m")
     r = _golden()
     first = r["results"][0]["samples_ns"][5]
     r["results"][0]["samples_ns"][5] = float(first)  # an integral float is the integer it is
