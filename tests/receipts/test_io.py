@@ -349,7 +349,8 @@ def test_sample_lists_are_checked_item_by_item_where_the_whole_list_check_fails(
     r["results"][0]["samples_ns"][3] = -1
     with pytest.raises(UsageError, match=r"results\[0\]\.samples_ns\[3\]: -1 is below 0"):
         parse_receipt(json.dumps(r).encode(), "m")
-    for at, value, said in ((2, True, "is boolean, not an integer"), (4, MAX_NS + 1, f"{MAX_NS + 1} is above")):
+    over = MAX_NS + 1
+    for at, value, said in ((2, True, "is boolean, not an integer"), (4, over, f"{over} is above")):
         r = _golden()
         r["results"][0]["samples_ns"][at] = value
         with pytest.raises(UsageError, match=rf"results\[0\]\.samples_ns\[{at}\]: {said}"):
