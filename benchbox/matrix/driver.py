@@ -28,6 +28,7 @@ from benchbox.matrix.cell import CellJob, CellRun
 from benchbox.matrix.executors import make_executor
 from benchbox.matrix.plan import Cell, Plan
 from benchbox.receipts.io import load_receipt, now_iso
+from benchbox.run.config import check_environment
 from benchbox.run.interrupt import Stop
 
 Progress = Callable[[str], None]
@@ -252,8 +253,6 @@ def run_matrix(plan: Plan, store_root: Path, executor: str = "local", ray_addres
 
     ``force`` runs every cell again (the store then holds both measurements).
     """
-    from benchbox.run.config import check_environment
-
     check_environment()  # each cell's run reads it (on Ray, the remote one's; this checks the driver's)
     rev = _check_revision(revision) if revision else current_revision()
     ex = make_executor(executor, ray_address, plan.ray.get("runtime_env"))

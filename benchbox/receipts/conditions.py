@@ -67,11 +67,6 @@ def busy_processes(r: Receipt) -> tuple[int, int] | None:
     return sum(1 for b in known if b >= LOAD_BUSY), len(known)
 
 
-def _windowed(load: MachineLoad) -> bool:
-    """Whether the reading is the window's busy fraction (not the load average per core)."""
-    return isinstance(load.busy_fraction, (int, float)) and not isinstance(load.busy_fraction, bool)
-
-
 def load_warning(load: MachineLoad | Mapping[str, Any] | None) -> str | None:
     """The warning a run gives as it starts on a busy machine (``environment.load``), or None."""
     if isinstance(load, Mapping) and not isinstance(load, MachineLoad):
@@ -80,7 +75,7 @@ def load_warning(load: MachineLoad | Mapping[str, Any] | None) -> str | None:
     if load is None or busy is None or busy < LOAD_BUSY:
         return None
     avg, cores = load.load_avg_1min, load.cores
-    if _windowed(load):
+    if load.windowed:
         also = (f"; load average {avg:.1f} on {cores} cores" if isinstance(avg, (int, float))
                 and isinstance(cores, int) else "")
         what = f"{busy:.0%} of CPU time went to other work as the run started{also}"
@@ -95,7 +90,7 @@ def _load_text(r: Receipt, counted: tuple[int, int]) -> str:
         found = [p.load for p in processes(r) if _busy(p.load) is not None]
         load = found[0] if found else r.environment.load
         busy = _busy(load) or 0.0
-        reading = (f"{busy:.0%} of CPU busy at start" if load is None or _windowed(load)
+        reading = (f"{busy:.0%} of CPU busy at start" if load is None or load.windowed
                    else f"load average {busy:.2f} per core at start")
         return f"{'busy' if busy >= LOAD_BUSY else 'idle'} ({reading})"
     return f"busy at start in {counted[0]} of {counted[1]} processes"

@@ -30,6 +30,12 @@ class MachineLoad(Facts):
     of_runs: Fact
 
     @property
+    def windowed(self) -> bool:
+        """Whether there is a window's busy fraction (else ``busy`` is the load average per core)."""
+        v = self.busy_fraction
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    @property
     def busy(self) -> float | None:
         """The fraction of the CPU other work took (else the load average per core; None: unknown)."""
         for v in (self.busy_fraction, self.per_core):
