@@ -6,7 +6,8 @@ Options (``--task-option``):
   ``serialize``): call ``sys.exit(exit_code)`` there;
 - ``raise_in``: a stage name: raise :class:`Abandon`, a ``BaseException`` subclass;
 - ``hang_in``: ``factory`` or a stage name: sleep forever there (with ``swallow=true`` inside a
-  loop that catches every ``Exception``); with ``mark=PATH``, that file is written as it starts;
+  loop that catches every ``Exception``; with ``hang_how=exec``, in code run by ``exec`` of a string,
+  as torch.compile runs the code it generates); with ``mark=PATH``, that file is written as it starts;
 - ``signal_in``: a stage name: send this process SIGINT there (a Ctrl-C at a known point);
 - ``at_call``: the misbehaviour happens at that call of the stage (counted from 1 over the whole
   run: the reference calls each case once, then each runner validates a case with two calls).
@@ -79,6 +80,8 @@ class HostileTask(SleepTask):
 def _hang(options: dict[str, Any]) -> None:
     if options.get("mark"):
         Path(options["mark"]).write_text("hanging\n")
+    if options.get("hang_how") == "exec":
+        exec("import time\nwhile True:\n    time.sleep(3600)\n")
     while True:
         try:
             time.sleep(3600)

@@ -50,6 +50,19 @@ def ignore_further_signals() -> None:
     if threading.current_thread() is threading.main_thread():
         for s in Stop.signals:
             signal.signal(s, signal.SIG_IGN)
+    _forget_the_interrupt_in_exec_code()
+
+
+def _forget_the_interrupt_in_exec_code() -> None:
+    """Let the exit code say how the run ended, even if the interrupt passed through exec'd code.
+
+    CPython marks a KeyboardInterrupt that leaves code run by ``exec`` or ``eval`` of a string
+    (torch.compile runs the code it generates that way) as unhandled, even once it is caught, and
+    a ``python -m`` process so marked ends by killing itself with SIGINT, whatever exit code it
+    chose: its parent sees -2, not 130 or 143. Every exec of a string clears the mark as it
+    starts; one that raises nothing leaves it clear, and the signals are ignored from here on.
+    """
+    exec("")
 
 
 #: Set by the command line: the process exits once a run is interrupted, so the signals stay
