@@ -206,8 +206,6 @@ class RunConfig:
         if unknown:
             raise FieldError("runner_options", f"options for '{unknown[0]}', which is not a runner of this "
                                                f"run ({', '.join(self.runners)})")
-        for r in self.runners:  # option keys and values (also against the device), before anything runs
-            runners.check_options(r, self.runner_options.get(r, {}), self.device)
         if self.threads is not None and self.threads < 1:
             raise FieldError("threads", f"must be ≥ 1, got {self.threads}")
         self.sampling()
@@ -238,6 +236,10 @@ class RunConfig:
                 raise FieldError("labels", "labels are strings")
         if len(set(self.contract_names)) != len(self.contract_names):
             raise FieldError("contracts", "a contract is named twice")
+        # last: the runners' own checks import their code (torch, seconds), which a refusal above
+        # does not wait for
+        for r in self.runners:  # option keys and values (also against the device), before anything runs
+            runners.check_options(r, self.runner_options.get(r, {}), self.device)
 
     def _validate_scalars(self) -> None:
         """Every field declared a plain bool, int, float or str holds one (a config built in code

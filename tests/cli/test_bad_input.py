@@ -102,3 +102,21 @@ def test_unexpected_exception_in_a_command_is_one_line(monkeypatch: pytest.Monke
     monkeypatch.setattr(receipts, "load_receipt", explode)
     line = one_line_exit_2(["show", str(GOLDEN)])
     assert "ZeroDivisionError: division by zero deep inside a loader" in line
+
+
+@pytest.mark.parametrize("args", [["--baseline", "nosuch"], ["--device", "cuda:x"], ["--dtype", "fp7"],
+                                  ["--samples", "0"]])
+def test_a_run_refused_before_its_runners_are_checked_does_not_import_torch(args: list[str]) -> None:
+    """Refusals that need no runner code come before the runners' option checks, which import
+    torch: a mistyped flag is answered in a fraction of a second, not after torch has loaded."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom benchbox.cli import main\n"
+            "try:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n    assert e.code == 2, e.code\n"
+            "assert 'torch' not in sys.modules, 'torch was imported'\nprint('ok')\n")
+    root = Path(benchbox.__file__).resolve().parent.parent
+    r = subprocess.run([sys.executable, "-c", code, "run", *args, "--out", "never.json"], capture_output=True,
+                       text=True, cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr
+    assert r.stderr.startswith("benchbox: error: ") and len(r.stderr.strip().splitlines()) == 1, r.stderr
