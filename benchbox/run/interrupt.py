@@ -59,8 +59,9 @@ def _forget_the_interrupt_in_exec_code() -> None:
     CPython marks a KeyboardInterrupt that leaves code run by ``exec`` or ``eval`` of a string
     (torch.compile runs the code it generates that way) as unhandled, even once it is caught, and
     a ``python -m`` process so marked ends by killing itself with SIGINT, whatever exit code it
-    chose: its parent sees -2, not 130 or 143. Every exec of a string clears the mark as it
-    starts; one that raises nothing leaves it clear, and the signals are ignored from here on.
+    chose: its parent sees -2, not 130 or 143 (or 0, for a library caller that caught the
+    :class:`Interrupted` and went on). Every exec of a string clears the mark as it starts; one
+    that raises nothing leaves it clear.
     """
     exec("")
 
@@ -147,6 +148,7 @@ class Stop:
         """Mark the receipts interrupted and incomplete, write them, and build the error."""
         why = self.signal_name
         self.exiting = True
+        _forget_the_interrupt_in_exec_code()  # whoever catches the Interrupted decides how to exit
         if self.receipts is None or not self.receipts.opened:
             return Interrupted(f"interrupted ({why}) before anything was measured", None, None, self.signum)
         self.finishing = True

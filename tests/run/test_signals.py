@@ -190,6 +190,41 @@ def test_a_signal_while_the_task_loads_or_the_reference_hangs_exits_128_plus_it_
         assert loaded(tmp_path / "r.json")["interrupted"] is True
 
 
+LIBRARY_CALLER = """
+import os, signal, sys, threading, time
+from pathlib import Path
+from benchbox.run import RunConfig, run
+from benchbox.run.interrupt import Interrupted
+
+mark = Path(sys.argv[1])
+
+def interrupt_once_hanging():
+    while not mark.exists():
+        time.sleep(0.05)
+    os.kill(os.getpid(), signal.SIGINT)
+
+threading.Thread(target=interrupt_once_hanging, daemon=True).start()
+try:
+    run(RunConfig(task="tests.hostile_tasks:factory", runners=("torch-eager",), samples=3, warmup=1,
+                  task_options={"hang_in": "factory", "hang_how": "exec", "mark": str(mark)},
+                  out=Path(sys.argv[2])))
+except Interrupted as e:
+    print("caught:", e, flush=True)
+sys.exit(0)
+"""
+
+
+def test_a_library_caller_that_catches_the_interrupt_decides_its_exit_code(tmp_path: Path) -> None:
+    """The signal lands in exec'd code (as in torch.compile) while the task loads; the caller of
+    ``run`` catches Interrupted and exits 0, and a `python -m` process must end with that 0."""
+    (tmp_path / "caller.py").write_text(LIBRARY_CALLER)
+    args = [sys.executable, "-m", "caller", str(tmp_path / "hanging"), str(tmp_path / "r.json")]
+    proc = subprocess.run(args, cwd=tmp_path, env=_env(PYTHONPATH=f"{REPO}{os.pathsep}{tmp_path}"),
+                          capture_output=True, text=True, timeout=300)
+    assert "caught: interrupted (SIGINT)" in proc.stdout, proc.stderr
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_an_interrupt_during_the_settle_phase_is_said_as_such(tmp_path: Path) -> None:
     """SIGINT at the settle's fourth call (serialize calls: the two cases' references, alpha's two
     validation calls, then the settle): the settle stops there and says so, not 'settled'."""
