@@ -50,25 +50,23 @@ def ignore_further_signals() -> None:
     if threading.current_thread() is threading.main_thread():
         for s in Stop.signals:
             signal.signal(s, signal.SIG_IGN)
-    _forget_the_interrupt_in_exec_code()
-
-
-def _forget_the_interrupt_in_exec_code() -> None:
-    """Let the exit code say how the run ended, even if the interrupt passed through exec'd code.
-
-    CPython marks a KeyboardInterrupt that leaves code run by ``exec`` or ``eval`` of a string
-    (torch.compile runs the code it generates that way) as unhandled, even once it is caught, and
-    a ``python -m`` process so marked ends by killing itself with SIGINT, whatever exit code it
-    chose: its parent sees -2, not 130 or 143 (or 0, for a library caller that caught the
-    :class:`Interrupted` and went on). Every exec of a string clears the mark as it starts; one
-    that raises nothing leaves it clear.
-    """
-    exec("")
 
 
 #: Set by the command line: the process exits once a run is interrupted, so the signals stay
 #: ignored from the moment the interrupt is decided (a library caller gets its handlers back).
 PROCESS_EXITS_ON_INTERRUPT = False
+
+
+class SignalInterrupt(KeyboardInterrupt):
+    """What the run's signal handler raises: a KeyboardInterrupt that every ``except
+    KeyboardInterrupt`` catches, but not of that exact type.
+
+    CPython marks an exception of exactly that type as unhandled when it leaves code run by
+    ``exec`` or ``eval`` of a string (torch.compile runs the code it generates that way), even
+    once it is caught, and a ``python -m`` process so marked ends by killing itself with SIGINT,
+    whatever exit code it chose: its parent saw -2, not 130 or 143 (or 0, for a library caller
+    that caught the :class:`Interrupted` and went on). A subclass is not marked.
+    """
 
 
 class SampleInterrupt(StopSampling):
@@ -99,7 +97,7 @@ class Stop:
             self.signal_name, self.signum = signal.Signals(signum).name, int(signum)
         if self.requested or self.immediate:
             self.requested = True  # also if a library turns the KeyboardInterrupt into its own error
-            raise KeyboardInterrupt
+            raise SignalInterrupt
         self.requested = True
 
     @contextmanager
@@ -148,7 +146,6 @@ class Stop:
         """Mark the receipts interrupted and incomplete, write them, and build the error."""
         why = self.signal_name
         self.exiting = True
-        _forget_the_interrupt_in_exec_code()  # whoever catches the Interrupted decides how to exit
         if self.receipts is None or not self.receipts.opened:
             return Interrupted(f"interrupted ({why}) before anything was measured", None, None, self.signum)
         self.finishing = True
