@@ -223,7 +223,10 @@ def _saturated_region_holds_only_compute(runner: Any, contract: Any, monkeypatch
 
 @pytest.mark.parametrize("runner_name", list(RUNNERS))
 def test_slow_serialize_lands_only_in_contracts_that_time_it(runner_name: str) -> None:
-    """A serialize stage that sleeps 20 ms adds ≥ 20 ms to the public call, < 1 ms to model I/O."""
+    """A serialize stage that sleeps 20 ms adds ≥ 20 ms to the public call, and far less than the
+    sleep to model I/O. Not nothing: one afternoon on a 2-core VM, the model I/O stages after the
+    sleep ran 1.1-1.6 ms slower than without it, with this code and with older code alike, where
+    hours before they had stayed within 1 ms; 5 ms is a quarter of the sleep."""
     fast, slow = LightTask(), LightTask(options={"sleep_ms": 20})
     runner = _prepared(runner_name, fast)
     request = fast.cases()[0].request
@@ -234,7 +237,7 @@ def test_slow_serialize_lands_only_in_contracts_that_time_it(runner_name: str) -
             m = h.measure(task, runner, request, samples=15, warmup=2)
             p50[contract_name, label] = float(np.median(m.samples_ns))
     assert p50["public_task_call_wall", "slow"] - p50["public_task_call_wall", "fast"] >= 20e6, p50
-    assert abs(p50["model_io_wall", "slow"] - p50["model_io_wall", "fast"]) < 1e6, p50
+    assert abs(p50["model_io_wall", "slow"] - p50["model_io_wall", "fast"]) < 5e6, p50
 
 
 class RunnerWithMockStream:
