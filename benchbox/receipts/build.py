@@ -18,7 +18,7 @@ import numpy as np
 from benchbox.contracts import Contract
 from benchbox.errors import error_line
 from benchbox.harness.loop import Measurement, clock_cross_check
-from benchbox.receipts.io import now_iso, write_receipt
+from benchbox.receipts.io import ReceiptEncoder, now_iso, write_receipt
 from benchbox.receipts.model import (
     SCHEMA_VERSION,
     Accuracy,
@@ -198,6 +198,8 @@ class ReceiptSet:
         self.paths = list(paths)
         self.receipts = list(receipts)
         self.opened = False
+        #: one a receipt: each keeps the JSON of the rows it wrote, so a write costs the new row
+        self.encoders = [ReceiptEncoder() for _ in self.paths]
 
     @property
     def first(self) -> tuple[Path, Receipt]:
@@ -208,8 +210,8 @@ class ReceiptSet:
         return ", ".join(str(p) for p in self.paths)
 
     def save(self) -> None:
-        for path, receipt in zip(self.paths, self.receipts):
-            write_receipt(path, receipt)
+        for path, receipt, encoder in zip(self.paths, self.receipts, self.encoders):
+            write_receipt(path, receipt, encoder=encoder)
         self.opened = True
 
     def update(self, change: Callable[[int, Receipt], Receipt]) -> None:

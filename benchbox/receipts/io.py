@@ -12,14 +12,15 @@ import json
 import math
 import stat
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from benchbox.errors import FieldError, UsageError, first_line
 from benchbox.fileio import write_atomic
-from benchbox.receipts.model import SCHEMA_VERSION, Receipt, decode_receipt
-from benchbox.typed import plain
+from benchbox.receipts.model import SCHEMA_VERSION, Receipt, ResultRow, decode_receipt
+from benchbox.typed import encode, plain
 
 #: Receipts larger than this are refused rather than read into memory.
 MAX_RECEIPT_BYTES = 256 * 1024**2
@@ -68,9 +69,51 @@ def encode_receipt(receipt: Receipt | dict[str, Any]) -> bytes:
     values JSON cannot hold are made plain rather than lost."""
     doc = receipt.to_json() if isinstance(receipt, Receipt) else receipt
     try:
-        return json.dumps(doc, separators=(",", ":"), allow_nan=False).encode()
+        return _compact(doc)
     except (TypeError, ValueError):
-        return json.dumps(plain(doc), separators=(",", ":"), allow_nan=False).encode()
+        return _compact(plain(doc))
+
+
+#: stands for the rows while the rest of a receipt is encoded (a NUL is written ``\\u0000``, so the
+#: marker's JSON is found only where it was put, and it is checked to occur once)
+_ROWS_MARK = "\x00benchbox-rows\x00"
+_ROWS_MARK_JSON = json.dumps(_ROWS_MARK).encode()
+
+
+def _compact(doc: Any) -> bytes:
+    return json.dumps(doc, separators=(",", ":"), allow_nan=False).encode()
+
+
+class ReceiptEncoder:
+    """:func:`encode_receipt` for a receipt written again and again as rows are added (a run's,
+    after every row): each row's JSON is made once and kept while the row is in the receipt, so
+    a write encodes the new row and the rest of the receipt, not every sample so far. The bytes
+    are ``encode_receipt``'s, to the byte. A row is a frozen record and is never changed once
+    added; a changed row is a new object and is encoded afresh."""
+
+    def __init__(self) -> None:
+        self._rows: dict[int, tuple[ResultRow, bytes]] = {}
+
+    def __call__(self, receipt: Receipt | dict[str, Any]) -> bytes:
+        if not isinstance(receipt, Receipt):
+            return encode_receipt(receipt)
+        try:
+            head = encode(replace(receipt, results=()))
+            head["results"] = _ROWS_MARK
+            before, mark, after = _compact(head).partition(_ROWS_MARK_JSON)
+            rows = [self._row(r) for r in receipt.results]
+        except (TypeError, ValueError):  # a value JSON cannot hold: encode_receipt makes it plain
+            return encode_receipt(receipt)
+        if not mark or _ROWS_MARK_JSON in after:
+            return encode_receipt(receipt)
+        self._rows = {id(r): self._rows[id(r)] for r in receipt.results}
+        return b"".join((before, b"[", b",".join(rows), b"]", after))
+
+    def _row(self, row: ResultRow) -> bytes:
+        kept = self._rows.get(id(row))
+        if kept is None or kept[0] is not row:
+            kept = self._rows[id(row)] = (row, _compact(row.to_json()))
+        return kept[1]
 
 
 def relabel_receipt(blob: bytes, labels: dict[str, str]) -> bytes:
@@ -126,17 +169,18 @@ class ReceiptWriteError(UsageError):
 
 
 def write_receipt(path: Path, receipt: Receipt | dict[str, Any], *, exclusive: bool = False,
-                  readable: bool = False) -> None:
+                  readable: bool = False, encoder: ReceiptEncoder | None = None) -> None:
     """Write atomically: a temporary file in the same folder, fsync, rename, fsync the folder.
 
     A reader (or a crash at any instant) sees either the previous receipt or the
     new one, never a mixture. ``exclusive``: only where nothing is yet (a run's first
     write), never replacing anything. ``readable``: refuse (UsageError, nothing written) a
-    receipt over the read limit, which no command could load. An unwritable path raises
-    ReceiptWriteError (a UsageError).
+    receipt over the read limit, which no command could load. ``encoder``: the run's, which keeps
+    the JSON of the rows it has written. An unwritable path raises ReceiptWriteError (a
+    UsageError).
     """
     path = Path(path)
-    blob = encode_receipt(receipt)
+    blob = (encoder or encode_receipt)(receipt)
     if readable and len(blob) > MAX_RECEIPT_BYTES:
         raise UsageError(f"{path}: the receipt would take {len(blob):,} bytes, over the read limit of "
                          f"{MAX_RECEIPT_BYTES:,} bytes (no command could load it); nothing was written")

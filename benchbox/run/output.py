@@ -193,8 +193,8 @@ class Output(ReceiptSet):
         if self.in_memory:
             return
         try:
-            for path, receipt in zip(self.paths, self.receipts):
-                write_receipt(path, receipt, exclusive=self.exclusive and not self.opened)
+            for path, receipt, encoder in zip(self.paths, self.receipts, self.encoders):
+                write_receipt(path, receipt, exclusive=self.exclusive and not self.opened, encoder=encoder)
         except ReceiptWriteError as e:
             if not self.opened:
                 raise  # nothing is measured yet: the path is unusable
@@ -209,8 +209,8 @@ class Output(ReceiptSet):
             try:
                 folder = Path(tempfile.mkdtemp(prefix="benchbox-rescued-"))
                 paths = [folder / p.name for p in self.asked]
-                for path, receipt in zip(paths, self.receipts):
-                    write_receipt(path, receipt, exclusive=True)
+                for path, receipt, encoder in zip(paths, self.receipts, self.encoders):
+                    write_receipt(path, receipt, exclusive=True, encoder=encoder)
             except (OSError, UsageError):
                 if folder is not None:  # a rescue that failed leaves no folder (the results stay in memory)
                     shutil.rmtree(folder, ignore_errors=True)

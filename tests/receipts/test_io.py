@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,9 @@ import pytest
 from benchbox import stats
 from benchbox.errors import UsageError
 from benchbox.receipts import io, load_receipt, parse_receipt
+from benchbox.receipts.build import ReceiptSet
 from benchbox.receipts.io import write_receipt
+from benchbox.receipts.model import ResultRow
 from benchbox.receipts.record import MAX_NS
 from tests.support import GOLDEN, GOLDEN_V1, loaded, one_line_exit_2
 
@@ -363,3 +366,65 @@ def test_sample_lists_are_checked_item_by_item_where_the_whole_list_check_fails(
     text = json.dumps(_golden()).replace('"samples_ns": [', '"samples_ns": [1e999, ', 1)
     with pytest.raises(UsageError, match=r"a number is out of range \(infinite\)"):
         parse_receipt(text.encode(), "m")
+
+
+# -- a run's writes: each row encoded once -----------------------------------------------------
+
+RUN_RECEIPTS = sorted(GOLDEN.parent.glob("receipt-*.json"))
+
+
+def _replayed(source: Path, folder: Path, compare: bool = True) -> tuple[ReceiptSet, Path]:
+    """``source``'s receipt written as a run writes it: without rows, then a row at a time, then
+    marked interrupted; with ``compare``, each write's bytes against encode_receipt's."""
+    full = load_receipt(source)
+    out = folder / "run.json"
+    book = ReceiptSet([out], [replace(full, results=())])
+    book.save()
+    mismatched = []
+    for row in full.results:
+        book.add_rows([row])
+        if compare and out.read_bytes() != io.encode_receipt(book.receipts[0]):
+            mismatched.append(row.case)
+    book.mark_interrupted("SIGINT")
+    assert mismatched == []
+    assert not compare or out.read_bytes() == io.encode_receipt(book.receipts[0])
+    return book, out
+
+
+@pytest.mark.parametrize("source", RUN_RECEIPTS, ids=lambda p: p.name)
+def test_a_receipt_written_row_by_row_has_the_bytes_encode_receipt_gives(source: Path,
+                                                                          tmp_path: Path) -> None:
+    book, out = _replayed(source, tmp_path)
+    assert len(book.receipts[0].results) == len(load_receipt(source).results) >= 2
+    assert json.loads(out.read_bytes())["interrupted"] is True
+
+
+def test_a_run_encodes_each_row_once_however_often_it_writes(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    original = ResultRow.to_json
+
+    def counted(self: ResultRow) -> dict[str, Any]:
+        calls.append(self.case)
+        return original(self)
+
+    rows = load_receipt(GOLDEN).results
+    expected = [r.to_json() for r in rows]
+    monkeypatch.setattr(ResultRow, "to_json", counted)
+    _, out = _replayed(GOLDEN, tmp_path, compare=False)
+    assert sorted(calls) == sorted(r.case for r in rows)  # written len(rows) + 2 times
+    assert json.loads(out.read_bytes())["results"] == expected
+
+
+def test_a_row_replaced_or_holding_what_json_cannot_is_written_as_encode_receipt_writes_it(
+        tmp_path: Path) -> None:
+    full = load_receipt(GOLDEN)
+    out = tmp_path / "r.json"
+    book = ReceiptSet([out], [full])
+    book.save()
+    first = full.results[0]
+    for changed in (replace(first, status="invalid"), replace(first, extra={"odd": float("nan")}),
+                    replace(first, case="\x00benchbox-rows\x00")):
+        book.update(lambda _, r, row=changed: r.with_results((row, *r.results[1:])))
+        assert out.read_bytes() == io.encode_receipt(book.receipts[0]), changed.case
+    assert loaded(out)["results"][0]["case"] == "\x00benchbox-rows\x00"
