@@ -92,22 +92,26 @@ def main() -> None:
         for fmt in args.formats.split(","):
             got[f"export_{fmt}_mb"] = peak_rss_mb([*py, "-m", "benchbox", "export", str(receipt), "--format",
                                                   fmt, "-o", str(Path(tmp) / f"out.{fmt}")])
-    result: dict[str, Any] = {}
-    if args.out and args.out.exists():
-        result = json.loads(args.out.read_text())
+    record(args.out, args.label, got, what=f"peak RSS (MiB) of benchbox export of a {ROWS} rows x "
+                                          f"{SAMPLES:,} samples receipt",
+           command="python -m benchmarks.export_memory --label LABEL "
+                   "--out benchmarks/results-export-memory.json")
+
+
+def record(out: Path | None, label: str, got: dict[str, Any], what: str, command: str) -> None:
+    """Print ``got``; with ``out``, merge it into that file under ``label`` (with the machine and
+    the time), beside the labels already there."""
+    result: dict[str, Any] = json.loads(out.read_text()) if out and out.exists() else {}
     result.update({
-        "what": f"peak RSS (MiB) of benchbox export of a {ROWS} rows x {SAMPLES:,} samples receipt",
-        "command": "python -m benchmarks.export_memory --label LABEL "
-                   "--out benchmarks/results-export-memory.json",
+        "what": what, "command": command,
         "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
                     "python": platform.python_version()},
     })
     when = datetime.now(UTC).isoformat(timespec="seconds")
-    result.setdefault("runs", {})[args.label] = {**got, "taken_at": when}
-    if args.out:
-        args.out.write_text(json.dumps(result, indent=1) + "\n")
-    print(json.dumps({args.label: got}, indent=1))
-
+    result.setdefault("runs", {})[label] = {**got, "taken_at": when}
+    if out:
+        out.write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps({label: got}, indent=1))
 
 if __name__ == "__main__":
     main()

@@ -16,20 +16,17 @@ wall time on whatever machine runs it: record the load beside it.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import tempfile
 import time
 from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from benchbox.receipts import load_receipt
 from benchbox.receipts.build import ReceiptSet
 from benchbox.receipts.io import encode_receipt
-from benchmarks.export_memory import ROWS, _commit, make_receipt
+from benchmarks.export_memory import ROWS, _commit, make_receipt, record
 
 
 def replay(folder: Path, samples: int) -> dict[str, Any]:
@@ -60,21 +57,10 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="benchbox-receipt-saves-") as tmp:
         got = replay(Path(tmp), args.samples)
-    result: dict[str, Any] = {}
-    if args.out and args.out.exists():
-        result = json.loads(args.out.read_text())
-    result.update({
-        "what": f"seconds a run spends writing its receipt after each of {ROWS} rows",
-        "command": "python -m benchmarks.receipt_saves --label LABEL "
-                   "--out benchmarks/results-receipt-saves.json",
-        "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-                    "python": platform.python_version()},
-    })
-    when = datetime.now(UTC).isoformat(timespec="seconds")
-    result.setdefault("runs", {})[args.label] = {**got, "taken_at": when}
-    if args.out:
-        args.out.write_text(json.dumps(result, indent=1) + "\n")
-    print(json.dumps({args.label: got}, indent=1))
+    what = f"seconds a run spends writing its receipt after each of {ROWS} rows"
+    record(args.out, args.label, got, what=what,
+           command="python -m benchmarks.receipt_saves --label LABEL "
+                   "--out benchmarks/results-receipt-saves.json")
 
 
 if __name__ == "__main__":
