@@ -107,14 +107,16 @@ def _check_distinct(receipts: Sequence[Receipt], names: Sequence[str]) -> None:
 
 
 def _busy(r: Receipt) -> float | None:
-    busy = r.environment.load.busy_fraction if r.environment.load is not None else None
-    return float(busy) if isinstance(busy, (int, float)) else None
+    """How busy the machine was as the run started: the window's busy fraction, else (a run with
+    no window) the load average per core, as the diff's busy verdict reads it."""
+    return r.environment.load.busy if r.environment.load is not None else None
 
 
 def _environment(receipts: Sequence[Receipt]) -> Environment:
     """The first run's environment, with the busiest run's load at start as the load: a
     comparison's conditions check (a machine busy on one side) sees a load that came during
-    any round, not only the first. Every run's busy fraction is kept in ``load_by_run``."""
+    any round, not only the first. Every run's busy fraction (else load per core) is kept in
+    ``load_by_run``."""
     env = receipts[0].environment
     busy = [_busy(r) for r in receipts]
     known = [(b, i) for i, b in enumerate(busy) if b is not None]

@@ -113,6 +113,19 @@ def test_the_busiest_run_sets_the_load_so_a_load_in_a_later_round_reaches_the_di
     assert all("load" in r.reason for r in d.rows)
 
 
+def test_runs_with_no_load_window_are_ranked_by_their_load_per_core(two_runs: list[Path]) -> None:
+    a, b = (load_receipt(p) for p in two_runs)
+
+    def unwindowed(r, per_core: float):  # noqa: ANN001, ANN202 - as BENCHBOX_LOAD_WINDOW_S=0 writes it
+        load = {"cores": 2, "load_avg_1min": 2 * per_core, "per_core": per_core}
+        return replace(r, environment={**r.environment, "load": load},
+                       processes=tuple(replace(p, load=load) for p in r.processes))
+
+    joined = combine([unwindowed(a, 1.4), unwindowed(b, 0.2)], ["a", "b"])
+    assert joined.environment.load.per_core == 1.4 and joined.environment.load.run == 1
+    assert joined.environment.load.of_runs == 2 and joined.environment.load_by_run == [1.4, 0.2]
+
+
 def _with_rounds(r, sizes: tuple[int, ...], repeats: int):  # noqa: ANN001, ANN202
     rows = tuple(replace(row, round_sizes=sizes, round_process=(0,) * len(sizes)) for row in r.results)
     return replace(r, results=rows, settings={**r.settings, "repeats": repeats})
