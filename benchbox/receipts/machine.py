@@ -86,7 +86,8 @@ class Environment(Facts):
     gpu_state_before: dict[str, Any] | None
     gpu_state_after: dict[str, Any] | None
     load_by_run: list[float | None] | None = spec(omit_none=True, description="joined runs: each "
-                                                        "run's busy fraction at start")
+                                                        "run's busy fraction at start (a run with no "
+                                                        "load window: its load average per core)")
 
     @property
     def gpu_name(self) -> str | None:
