@@ -74,8 +74,8 @@ def encode_receipt(receipt: Receipt | dict[str, Any]) -> bytes:
         return _compact(plain(doc))
 
 
-#: stands for the rows while the rest of a receipt is encoded (a NUL is written ``\\u0000``, so the
-#: marker's JSON is found only where it was put, and it is checked to occur once)
+#: stands for the rows while the rest of a receipt is encoded; its JSON (with its NULs escaped)
+#: is checked to occur once, else the receipt is encoded whole
 _ROWS_MARK = "\x00benchbox-rows\x00"
 _ROWS_MARK_JSON = json.dumps(_ROWS_MARK).encode()
 
