@@ -236,6 +236,9 @@ class RunConfig:
                 raise FieldError("labels", "labels are strings")
         if len(set(self.contract_names)) != len(self.contract_names):
             raise FieldError("contracts", "a contract is named twice")
+        keys = getattr(runners, "check_option_keys", None)  # a mistyped key does not wait for torch
+        for r in self.runners if keys is not None else ():
+            keys(r, self.runner_options.get(r, {}))
         # last: the runners' own checks import their code (torch, seconds), which a refusal above
         # does not wait for
         for r in self.runners:  # option keys and values (also against the device), before anything runs

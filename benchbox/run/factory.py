@@ -23,7 +23,12 @@ REFERENCE_RUNNER = "torch-eager"
 
 
 class RunnerFactory(Protocol):
-    """What a run needs to know about runners, and how it gets one."""
+    """What a run needs to know about runners, and how it gets one.
+
+    A factory may also have ``check_option_keys(name, options)``: a check of the option keys
+    that needs no runner code, which a run makes for every runner before ``check_options``
+    (the registry's refuses a mistyped key before torch is imported).
+    """
 
     def names(self) -> Sequence[str]:
         """The runners a run may name."""
@@ -54,6 +59,11 @@ class _Registered:
         from benchbox.runners import RUNNERS
 
         return tuple(RUNNERS)
+
+    def check_option_keys(self, name: str, options: dict[str, Any]) -> None:
+        from benchbox.runners import check_option_keys
+
+        check_option_keys(name, options)
 
     def check_options(self, name: str, options: dict[str, Any], device: str | None = None) -> None:
         from benchbox.runners import runner_class

@@ -2,9 +2,10 @@
 
 The registry is torch-free: each runner is declared by the class that implements it
 ("module:Class", imported only when used) and the command-line aliases it offers for
-its options (``--compile-mode`` is ``torch-compile``'s ``mode``). The accepted option
-keys and their checks live on the class (``OPTION_KEYS``, ``check_options``) and run
-once, before anything is measured.
+its options (``--compile-mode`` is ``torch-compile``'s ``mode``), and names where its option
+keys are declared, a module that does not import torch, so a mistyped key is refused in a
+fraction of a second. The class takes those keys as ``OPTION_KEYS``; its ``check_options``
+checks keys and values once, before anything is measured.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchbox.errors import UsageError, did_you_mean
-from benchbox.runners.base import Phases, Runner, RunnerUnavailable
+from benchbox.runners.base import Phases, Runner, RunnerUnavailable, refuse_unknown_options
 
 __all__ = ["CliAlias", "Phases", "Runner", "RunnerEntry", "RunnerUnavailable", "RUNNERS", "ENTRIES",
-           "availability", "make_runner", "runner_class"]
+           "availability", "check_option_keys", "make_runner", "runner_class"]
 
 
 @dataclass(frozen=True)
@@ -40,11 +41,14 @@ class CliAlias:
 
 @dataclass(frozen=True)
 class RunnerEntry:
-    """A registered runner: where its class lives and the flags it adds to ``benchbox run``."""
+    """A registered runner: where its class lives, the flags it adds to ``benchbox run``, and
+    where its option keys are declared (``module:NAME`` of a module that does not import torch:
+    the class's ``OPTION_KEYS`` is that tuple), so a mistyped key is refused before torch loads."""
 
     target: str
     summary: str
     aliases: tuple[CliAlias, ...] = ()
+    option_keys: str | None = None
 
 
 #: torch.compile's modes (``torch._inductor.list_mode_options()``; a newer torch may list more)
@@ -52,7 +56,8 @@ COMPILE_MODES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs", "ma
 
 ENTRIES: dict[str, RunnerEntry] = {
     "torch-eager": RunnerEntry("benchbox.runners.torch_eager:TorchEagerRunner",
-                               "eager PyTorch, the model as written (the baseline)"),
+                               "eager PyTorch, the model as written (the baseline)",
+                               option_keys="benchbox.runners.transfer:OPTION_KEYS"),
     "torch-compile": RunnerEntry(
         "benchbox.runners.torch_compile:TorchCompileRunner",
         "torch.compile with inductor (max-autotune by default)",
@@ -62,13 +67,15 @@ ENTRIES: dict[str, RunnerEntry] = {
          CliAlias("--compile-option", "inductor_options", "Inductor option KEY=VALUE for torch-compile "
                   "(repeatable).", kind="pairs", metavar="KEY=VALUE"),
          CliAlias("--aten-fallback", "aten_fallbacks", "Operator torch-compile must run in ATen, e.g. "
-                  "layer_norm (repeatable).", kind="list", metavar="OP"))),
+                  "layer_norm (repeatable).", kind="list", metavar="OP")),
+        option_keys="benchbox.runners.compile_options:OPTION_KEYS"),
     "tensorrt": RunnerEntry(
         "benchbox.runners.tensorrt:TensorRTRunner",
         "native TensorRT (full TensorRT or TensorRT for RTX) from an ONNX export",
         (CliAlias("--tensorrt-flavour", "flavour", "TensorRT flavour: full TensorRT or TensorRT for RTX "
                   "(auto: full TensorRT when it works here).", choices=("auto", "tensorrt", "tensorrt_rtx"),
-                  default="auto"),)),
+                  default="auto"),),
+        option_keys="benchbox.runners.tensorrt_options:OPTION_KEYS"),
 }
 #: runner name → "module:Class"
 RUNNERS: dict[str, str] = {name: e.target for name, e in ENTRIES.items()}
@@ -80,6 +87,15 @@ def runner_class(name: str) -> type[Runner]:
                          f"runners: {', '.join(RUNNERS)})")
     mod, _, cls = RUNNERS[name].partition(":")
     return getattr(importlib.import_module(mod), cls)
+
+
+def check_option_keys(name: str, options: dict[str, Any]) -> None:
+    """Refuse an option key ``name`` does not take, without importing the runner (or torch)."""
+    entry = ENTRIES.get(name)
+    if entry is None or entry.option_keys is None:
+        return
+    mod, _, attr = entry.option_keys.partition(":")
+    refuse_unknown_options(name, getattr(importlib.import_module(mod), attr), options)
 
 
 def availability(name: str, device: str, options: dict[str, Any] | None = None) -> str | None:

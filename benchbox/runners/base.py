@@ -48,6 +48,16 @@ def trials_of(phases: Phases) -> Trials | None:
     return getattr(phases, "trials", None)
 
 
+def refuse_unknown_options(runner: str, keys: tuple[str, ...] | None, options: dict[str, Any]) -> None:
+    """A one-line UsageError for the first option not in ``keys`` (None: any key is taken)."""
+    if keys is None:
+        return
+    unknown = sorted(str(k) for k in options if k not in keys)
+    if unknown:
+        known = ", ".join(keys) or "none"
+        raise UsageError(f"{runner}: unknown option '{unknown[0][:60]}' (options: {known})")
+
+
 class RunnerUnavailable(Exception):
     """The runner cannot run here; the message says precisely why."""
 
@@ -80,12 +90,7 @@ class Runner(ABC):
     @classmethod
     def check_options(cls, options: dict[str, Any]) -> None:
         """Refuse an option this runner does not know, in one line (before anything runs)."""
-        if cls.OPTION_KEYS is None:
-            return
-        unknown = sorted(str(k) for k in options if k not in cls.OPTION_KEYS)
-        if unknown:
-            known = ", ".join(cls.OPTION_KEYS) if cls.OPTION_KEYS else "none"
-            raise UsageError(f"{cls.name}: unknown option '{unknown[0][:60]}' (options: {known})")
+        refuse_unknown_options(cls.name, cls.OPTION_KEYS, options)
 
     @classmethod
     def check_options_for(cls, device: str, options: dict[str, Any]) -> None:

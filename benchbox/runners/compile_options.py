@@ -45,8 +45,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import torch
-
 from benchbox.errors import UsageError, first_line
 from benchbox.runners import compile_artifact as cart
 from benchbox.runners import compile_draws as cd
@@ -91,6 +89,7 @@ def resolve_aten_op(name: str) -> list[Any]:
     into ``native_layer_norm``); only overloads inductor would otherwise decompose or
     lower are kept, unless none is, then all of them.
     """
+    import torch  # here, not at import: the option keys are read before torch loads
     from torch._inductor.decomposition import select_decomp_table
     from torch._inductor.lowering import lowerings
 

@@ -43,7 +43,7 @@ from benchbox.runners.onnx_export import missing_export_packages
 from benchbox.runners.tensorrt_build import EngineBuilding
 from benchbox.runners.tensorrt_io import EngineIO
 from benchbox.runners.tensorrt_options import (
-    OPTION_DEFAULTS,
+    OPTION_KEYS,
     check_current_target,
     check_flavour_options,
     gpu_of,
@@ -61,7 +61,7 @@ class TensorRTRunner(EngineBuilding, EngineRuntime, EngineIO, TorchRunner):
     """A TensorRT engine built from the task's model exported to ONNX."""
 
     name = "tensorrt"
-    OPTION_KEYS: tuple[str, ...] | None = tuple(OPTION_DEFAULTS)
+    OPTION_KEYS: tuple[str, ...] | None = OPTION_KEYS
     SUGGESTS = (CUDA,)
     TRANSFERS = transfer.TRANSFERS
     STATIC_INPUTS = True   # the engine reads the addresses bound to it

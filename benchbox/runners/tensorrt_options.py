@@ -12,6 +12,7 @@ from typing import Any
 
 from benchbox.errors import UsageError
 from benchbox.runners import tensorrt_flavours as fl
+from benchbox.runners.base import refuse_unknown_options
 
 OPTION_DEFAULTS: dict[str, Any] = {
     "flavour": "auto",
@@ -39,6 +40,8 @@ SHAPE_SPECIALIZATIONS = ("eager", "lazy", "none")
 #: it builds another engine with another key (the key holds the options read back from the
 #: builder config, ``require_user_allocation`` among them). The other options act at run time
 #: only and stay out of the engine cache key (opset decides the ONNX bytes, hashed in the key).
+#: the keys the runner takes (``ENTRIES['tensorrt'].option_keys`` names this)
+OPTION_KEYS = tuple(OPTION_DEFAULTS)
 BUILD_OPTION_KEYS = ("compute_capabilities", "tf32", "builder_optimization_level")
 
 
@@ -68,9 +71,7 @@ def _as_int(value: Any, key: str, lo: int, hi: int | None = None) -> int:
 def normalize_options(options: dict[str, Any] | None) -> dict[str, Any]:
     """Defaults filled in and values checked; a bad option is a one-line UsageError."""
     opts = dict(options or {})
-    unknown = sorted(set(opts) - set(OPTION_DEFAULTS))
-    if unknown:
-        raise UsageError(f"unknown tensorrt option '{unknown[0]}' (options: {', '.join(OPTION_DEFAULTS)})")
+    refuse_unknown_options("tensorrt", OPTION_KEYS, opts)
     out = {**OPTION_DEFAULTS, **opts}
     if out["flavour"] not in ("auto", *fl.FLAVOURS):
         raise UsageError(f"unknown TensorRT flavour '{out['flavour']}' (auto, {', '.join(fl.FLAVOURS)})")

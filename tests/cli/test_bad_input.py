@@ -105,10 +105,13 @@ def test_unexpected_exception_in_a_command_is_one_line(monkeypatch: pytest.Monke
 
 
 @pytest.mark.parametrize("args", [["--baseline", "nosuch"], ["--device", "cuda:x"], ["--dtype", "fp7"],
-                                  ["--samples", "0"]])
+                                  ["--samples", "0"], ["--runner-option", "torch-compile:mdoe=default"],
+                                  ["--runner-option", "torch-eager:threads=2"],
+                                  ["--runner", "tensorrt", "--runner-option", "tensorrt:flavor=auto"]])
 def test_a_run_refused_before_its_runners_are_checked_does_not_import_torch(args: list[str]) -> None:
     """Refusals that need no runner code come before the runners' option checks, which import
-    torch: a mistyped flag is answered in a fraction of a second, not after torch has loaded."""
+    torch: a mistyped flag or runner option key is answered in a fraction of a second, not after
+    torch has loaded."""
     import subprocess
     import sys
 

@@ -567,7 +567,7 @@ def test_auto_flavour_passes_over_a_broken_full_tensorrt_on_a_mocked_install(
 
 
 @pytest.mark.parametrize(("options", "message"), [
-    ({"flavor": "x"}, "unknown tensorrt option 'flavor'"),
+    ({"flavor": "x"}, "tensorrt: unknown option 'flavor'"),
     ({"flavour": "onnxruntime"}, "unknown TensorRT flavour 'onnxruntime'"),
     ({"cuda_graph": "maybe"}, "cuda_graph: expected true or false"),
     ({"cuda_graph": True, "cuda_graph_strategy": "whole_graph_capture"}, "cannot both capture"),
