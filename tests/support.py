@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,6 +29,19 @@ def one_line_exit_2(args: list[str]) -> str:
     assert len(lines) == 1 and lines[0].startswith("benchbox: error: "), (args, result.stderr)
     assert "Traceback" not in result.output
     return lines[0]
+
+
+def cli_without_torch(args: list[str], exit_code: int = 0) -> subprocess.CompletedProcess[str]:
+    """Run the CLI in a fresh interpreter (a bare environment: PYTHONPATH and PATH only); assert
+    that it exits with ``exit_code`` and has not imported torch; return the finished process."""
+    code = ("import sys\nfrom benchbox.cli import main\n"
+            "try:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n"
+            f"    assert e.code == {exit_code}, e.code\n"
+            "assert 'torch' not in sys.modules, 'torch was imported'\nprint('ok')\n")
+    r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=REPO,
+                       env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr
+    return r
 
 
 def loaded(path: object) -> dict:

@@ -33,6 +33,8 @@ OPTION_DEFAULTS: dict[str, Any] = {
     "d2h": "auto",
     "stream": "auto",
 }
+#: the keys the runner takes (``ENTRIES['tensorrt'].option_keys`` names this)
+OPTION_KEYS = tuple(OPTION_DEFAULTS)
 #: values of ``shape_specialization``: TensorRT for RTX's DynamicShapesKernelSpecializationStrategy
 SHAPE_SPECIALIZATIONS = ("eager", "lazy", "none")
 #: options that decide the engine's bytes. ``cuda_graph=true`` with TensorRT for RTX does too:
@@ -40,8 +42,6 @@ SHAPE_SPECIALIZATIONS = ("eager", "lazy", "none")
 #: it builds another engine with another key (the key holds the options read back from the
 #: builder config, ``require_user_allocation`` among them). The other options act at run time
 #: only and stay out of the engine cache key (opset decides the ONNX bytes, hashed in the key).
-#: the keys the runner takes (``ENTRIES['tensorrt'].option_keys`` names this)
-OPTION_KEYS = tuple(OPTION_DEFAULTS)
 BUILD_OPTION_KEYS = ("compute_capabilities", "tf32", "builder_optimization_level")
 
 

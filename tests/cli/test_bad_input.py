@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import benchbox
-from tests.support import GOLDEN, one_line_exit_2
+from tests.support import GOLDEN, cli_without_torch, one_line_exit_2
 
 
 def test_bad_contract_files_are_one_line_exit_2(tmp_path: Path) -> None:
@@ -112,14 +112,5 @@ def test_a_run_refused_before_its_runners_are_checked_does_not_import_torch(args
     """Refusals that need no runner code come before the runners' option checks, which import
     torch: a mistyped flag or runner option key is answered in a fraction of a second, not after
     torch has loaded."""
-    import subprocess
-    import sys
-
-    code = ("import sys\nfrom benchbox.cli import main\n"
-            "try:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n    assert e.code == 2, e.code\n"
-            "assert 'torch' not in sys.modules, 'torch was imported'\nprint('ok')\n")
-    root = Path(benchbox.__file__).resolve().parent.parent
-    r = subprocess.run([sys.executable, "-c", code, "run", *args, "--out", "never.json"], capture_output=True,
-                       text=True, cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
-    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr
+    r = cli_without_torch(["run", *args, "--out", "never.json"], exit_code=2)
     assert r.stderr.startswith("benchbox: error: ") and len(r.stderr.strip().splitlines()) == 1, r.stderr

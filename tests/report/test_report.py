@@ -5,8 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from benchbox.report import History, analyze, build_report
 from benchbox.report.history import Series
 from benchbox.store import Store
 from tests.history_fixture import EVIL, EVIL_CASE, GPU, STEP, commit_sha, fill_store
+from tests.support import cli_without_torch
 
 ROOT = Path(__file__).resolve().parents[1]
 pytest.importorskip("otava", reason="apache-otava is not installed (pip install --no-deps apache-otava)")
@@ -328,12 +327,7 @@ def test_cli_report_refuses_bad_input_in_one_line(step_store: Path, tmp_path: Pa
 
 
 def test_report_never_imports_torch(step_store: Path, tmp_path: Path) -> None:
-    code = ("import sys\nfrom benchbox.cli import main\n"
-            "try:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n    assert e.code == 0, e.code\n"
-            "assert 'torch' not in sys.modules, 'torch was imported'\nprint('ok')\n")
-    r = subprocess.run([sys.executable, "-c", code, "report", str(step_store), "-o", str(tmp_path / "s")],
-                       capture_output=True, text=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT)})
-    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr
+    cli_without_torch(["report", str(step_store), "-o", str(tmp_path / "s")])
 
 
 def test_an_incomplete_receipt_is_drawn_and_an_unreadable_time_sorts_first(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from benchbox.errors import UsageError
 from benchbox.receipts import io
 from benchbox.store import Store, receipt_identity
 from tests.history_fixture import HistorySpec, commit_sha, write_history
-from tests.support import loaded
+from tests.support import cli_without_torch, loaded
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = HistorySpec(commits=4, samples=60)
@@ -219,10 +219,4 @@ def test_cli_store_add_reports_added_and_present(small: list[Path], tmp_path: Pa
 
 
 def test_store_add_never_imports_torch(small: list[Path], tmp_path: Path) -> None:
-    code = ("import sys\nfrom benchbox.cli import main\n"
-            "try:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n    assert e.code == 0, e.code\n"
-            "assert 'torch' not in sys.modules, 'torch was imported'\nprint('ok')\n")
-    r = subprocess.run([sys.executable, "-c", code, "store", "add", "--store", str(tmp_path / "s"),
-                        str(small[0])], capture_output=True, text=True, cwd=ROOT,
-                       env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
-    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr
+    cli_without_torch(["store", "add", "--store", str(tmp_path / "s"), str(small[0])])
