@@ -27,69 +27,21 @@ JSON Schema those inputs need.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import itertools
 import math
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin
 
 from benchbox.errors import UsageError
+from benchbox.typed.fields import MaxLength, MinItems, Pattern, Range, derived, required, spec
 
-
-@dataclass(frozen=True)
-class Range:
-    """Inclusive numeric bounds for an Annotated field."""
-
-    minimum: float | None = None
-    maximum: float | None = None
-
-
-@dataclass(frozen=True)
-class Pattern:
-    """A regular expression a string must match in full."""
-
-    regex: str
-
-
-@dataclass(frozen=True)
-class MaxLength:
-    """The most characters a string may hold."""
-
-    count: int
-
-
-@dataclass(frozen=True)
-class MinItems:
-    """The fewest items a list may hold."""
-
-    count: int
-
-
-def spec(*, omit_none: bool = False, description: str = "", default: Any = None,
-         default_factory: Any = dataclasses.MISSING) -> Any:
-    """A field that may be absent from a document (then ``default``).
-
-    ``omit_none``: a None value is left out when encoding (the key appears only when set, or
-    when the record was decoded from, or built with, an explicit null: see ``nulls``);
-    otherwise None is written as null.
-    """
-    meta = {"optional": True, "omit_none": omit_none, "description": description}
-    if default_factory is not dataclasses.MISSING:
-        return dataclasses.field(default_factory=default_factory, metadata=meta)
-    return dataclasses.field(default=default, metadata=meta)
-
-
-def required(*, description: str = "") -> Any:
-    """A field every document must have."""
-    return dataclasses.field(metadata={"optional": False, "description": description})
-
-
-def derived(*, default: Any) -> Any:
-    """A field the record holds but its document does not (never read, written or described):
-    set by the code that builds the record, and by its ``derive`` when it is decoded."""
-    return dataclasses.field(default=default, metadata={"derived": True})
+__all__ = ["Declared", "MaxLength", "MinItems", "Pattern", "Range", "Record", "decode", "derived", "encode",
+           "plain", "required", "spec"]
 
 
 class Record:
@@ -157,10 +109,32 @@ def _is_optional(f: dataclasses.Field[Any]) -> bool:
 
 
 # -- decoding -------------------------------------------------------------------------------
+#
+# Each annotation is turned once into a decoder, a function of the value alone (``_decoder``), so
+# that decoding a document walks its values, not its annotations. A refusal's path is built as
+# the refusal rises through the containers (``_Invalid.at``): a document that decodes builds none.
+
+Decoder = Callable[[Any], Any]
+
 
 class _Invalid(Exception):
-    def __init__(self, path: str, message: str) -> None:
-        super().__init__(f"{path}: {message}" if path else message)
+    """A refusal: ``message``, at the path its containers add as it rises (innermost first).
+    With ``lead``, the path stands inside the message, after ``lead``, instead of before it."""
+
+    def __init__(self, message: str, lead: str | None = None) -> None:
+        super().__init__(message)
+        self.message, self.lead = message, lead
+        self.parts: list[str] = []
+
+    def at(self, part: str) -> _Invalid:
+        self.parts.append(part)
+        return self
+
+    def __str__(self) -> str:
+        path = "".join(reversed(self.parts)).removeprefix(".")
+        if self.lead is not None:
+            return f"{self.lead}{path + ' ' if path else ''}{self.message}"
+        return f"{path}: {self.message}" if path else self.message
 
 
 #: JSON's name for each kind of parsed value, in the order tried (a Python bool is an int too)
@@ -185,105 +159,174 @@ def _unwrap(tp: Any) -> tuple[Any, tuple[Any, ...]]:
     return tp, ()
 
 
-def _decode(tp: Any, value: Any, path: str) -> Any:
+_DECODERS: dict[Any, Decoder] = {}
+
+
+def _decoder(tp: Any) -> Decoder:
+    """The decoder of annotation ``tp``, built on first use."""
+    try:
+        return _DECODERS[tp]
+    except KeyError:
+        made = _DECODERS[tp] = _build(tp)
+        return made
+    except TypeError:  # an annotation that cannot be a key (unhashable metadata)
+        return _build(tp)
+
+
+def _build(tp: Any) -> Decoder:
     tp, meta = _unwrap(tp)
     origin = get_origin(tp)
     if tp is Any:
-        return value
+        return _as_is
     if origin in (Union, types.UnionType):
-        return _decode_union(get_args(tp), value, path)
+        return _union(get_args(tp))
     if origin is Literal:
-        return _decode_literal(get_args(tp), value, path)
+        return functools.partial(_decode_literal, get_args(tp))
     if isinstance(tp, type) and issubclass(tp, Record):
-        return _decode_record(tp, value, path)
+        return functools.partial(_decode_record, tp)
     if tp in (bool, int, float, str):
-        return _decode_scalar(tp, meta, value, path)
+        return _scalar(tp, meta)
     if origin is tuple:
-        return _decode_tuple(get_args(tp), meta, value, path)
+        return _tuple(get_args(tp), meta)
     if origin is dict:
-        return _decode_dict(get_args(tp), value, path)
+        return _dict(*get_args(tp))
     if origin is list:
-        (item,) = get_args(tp)
-        if not isinstance(value, list):
-            raise _Invalid(path, f"is {_kind(value)}, not an array")
-        return [_decode(item, v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return _list(*get_args(tp))
     raise TypeError(f"typed: unsupported annotation {tp!r}")  # a declaration error, not input
 
 
-def _decode_union(args: tuple[Any, ...], value: Any, path: str) -> Any:
-    """The first alternative that accepts ``value`` (null only where None is one); else the
+def _as_is(value: Any) -> Any:
+    return value
+
+
+def _union(args: tuple[Any, ...]) -> Decoder:
+    """The first alternative that accepts the value (null only where None is one); else the
     first alternative's refusal."""
-    if value is None:
-        if type(None) in args:
-            return None
-        raise _Invalid(path, "is null")
-    errors = []
-    for a in (a for a in args if a is not type(None)):
-        try:
-            return _decode(a, value, path)
-        except _Invalid as e:
-            errors.append(e)
-    raise errors[0]
+    nullable = type(None) in args
+    alternatives = tuple(_decoder(a) for a in args if a is not type(None))
+
+    def decode_union(value: Any) -> Any:
+        if value is None:
+            if nullable:
+                return None
+            raise _Invalid("is null")
+        errors = []
+        for alternative in alternatives:
+            try:
+                return alternative(value)
+            except _Invalid as e:
+                errors.append(e)
+        raise errors[0]
+
+    return decode_union
 
 
-def _decode_literal(args: tuple[Any, ...], value: Any, path: str) -> Any:
+def _decode_literal(args: tuple[Any, ...], value: Any) -> Any:
     if value not in args or isinstance(value, bool) != any(isinstance(a, bool) for a in args):
-        raise _Invalid(path, f"{_short(value)} is not one of {', '.join(map(str, args))}")
+        raise _Invalid(f"{_short(value)} is not one of {', '.join(map(str, args))}")
     return args[args.index(value)]  # as declared: 1.0 is the literal 1
 
 
-def _decode_scalar(tp: type, meta: tuple[Any, ...], value: Any, path: str) -> Any:
+def _scalar(tp: type, meta: tuple[Any, ...]) -> Decoder:
+    """A scalar's decoder: with no constraints, a value of exactly the type passes at once."""
+    full = functools.partial(_decode_scalar, tp, meta)
+    if meta:
+        return full
+    if tp is float:
+        return lambda value: value if type(value) is float and math.isfinite(value) else full(value)
+    return lambda value: value if type(value) is tp else full(value)
+
+
+def _decode_scalar(tp: type, meta: tuple[Any, ...], value: Any) -> Any:
     """A boolean, integer (never a boolean), finite number or string, within its constraints."""
     if tp is bool:
         if not isinstance(value, bool):
-            raise _Invalid(path, f"is {_kind(value)}, not a boolean")
+            raise _Invalid(f"is {_kind(value)}, not a boolean")
         return value
     if tp is int:
         if isinstance(value, float) and value.is_integer():  # JSON Schema's integer: 12345.0 is one
             value = int(value)
         if not isinstance(value, int) or isinstance(value, bool):
-            raise _Invalid(path, f"is {_kind(value)}, not an integer")
+            raise _Invalid(f"is {_kind(value)}, not an integer")
     elif tp is float:
         if not isinstance(value, (int, float)) or isinstance(value, bool):
-            raise _Invalid(path, f"is {_kind(value)}, not a number")
+            raise _Invalid(f"is {_kind(value)}, not a number")
         if not math.isfinite(value):
-            raise _Invalid(path, "is not a finite number")
+            raise _Invalid("is not a finite number")
     elif not isinstance(value, str):
-        raise _Invalid(path, f"is {_kind(value)}, not a string")
-    _check_meta(value, meta, path)
+        raise _Invalid(f"is {_kind(value)}, not a string")
+    _check_meta(value, meta)
     return value
 
 
-def _decode_tuple(args: tuple[Any, ...], meta: tuple[Any, ...], value: Any, path: str) -> tuple[Any, ...]:
-    """``tuple[X, ...]`` (any length) or ``tuple[X, Y]`` (exactly those items) from an array."""
+def _array(value: Any, meta: tuple[Any, ...]) -> list[Any]:
     if not isinstance(value, list):
-        raise _Invalid(path, f"is {_kind(value)}, not an array")
-    _check_meta(value, meta, path)
-    if len(args) == 2 and args[1] is Ellipsis:
-        item = args[0]
-        if _unwrap(item)[0] is int:  # sample lists: a fast path for the common case
-            return _int_items(value, _unwrap(item)[1], path)
-        return tuple(_decode(item, v, f"{path}[{i}]") for i, v in enumerate(value))
-    if len(value) != len(args):
-        raise _Invalid(path, f"has {len(value)} items, not {len(args)}")
-    return tuple(_decode(a, v, f"{path}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
+        raise _Invalid(f"is {_kind(value)}, not an array")
+    if meta:
+        _check_meta(value, meta)
+    return value
 
 
-def _decode_dict(args: tuple[Any, ...], value: Any, path: str) -> dict[str, Any]:
-    key_tp, val_tp = args
-    if not isinstance(value, dict):
-        raise _Invalid(path, f"is {_kind(value)}, not an object")
-    out = {}
-    for k, v in value.items():
-        _decode(key_tp, k, f"{path} key")
-        out[k] = _decode(val_tp, v, f"{path}.{str(k)[:40]}")
+def _items(decoders: Iterable[Decoder], value: list[Any]) -> list[Any]:
+    """Each item decoded by its decoder (``repeat(one)`` for every item alike)."""
+    out: list[Any] = []
+    for decode_item, v in zip(decoders, value):
+        try:
+            out.append(decode_item(v))
+        except _Invalid as e:
+            raise e.at(f"[{len(out)}]") from None
     return out
+
+
+def _tuple(args: tuple[Any, ...], meta: tuple[Any, ...]) -> Decoder:
+    """``tuple[X, ...]`` (any length) or ``tuple[X, Y]`` (exactly those items) from an array."""
+    if len(args) == 2 and args[1] is Ellipsis:
+        base, item_meta = _unwrap(args[0])
+        if base is int:  # sample lists: a fast path for the common case
+            return lambda value: _int_items(_array(value, meta), item_meta)
+        item = _decoder(args[0])
+        return lambda value: tuple(_items(itertools.repeat(item), _array(value, meta)))
+    items = tuple(_decoder(a) for a in args)
+
+    def decode_fixed(value: Any) -> tuple[Any, ...]:
+        value = _array(value, meta)
+        if len(value) != len(items):
+            raise _Invalid(f"has {len(value)} items, not {len(items)}")
+        return tuple(_items(items, value))
+
+    return decode_fixed
+
+
+def _list(item_tp: Any) -> Decoder:
+    item = _decoder(item_tp)
+    return lambda value: _items(itertools.repeat(item), _array(value, ()))
+
+
+def _dict(key_tp: Any, value_tp: Any) -> Decoder:
+    key, item = _decoder(key_tp), _decoder(value_tp)
+
+    def decode_dict(value: Any) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise _Invalid(f"is {_kind(value)}, not an object")
+        out = {}
+        for k, v in value.items():
+            try:
+                key(k)
+            except _Invalid as e:
+                raise e.at(" key") from None
+            try:
+                out[k] = item(v)
+            except _Invalid as e:
+                raise e.at(f".{str(k)[:40]}") from None
+        return out
+
+    return decode_dict
 
 
 _INT = frozenset({int})
 
 
-def _int_items(value: list[Any], meta: tuple[Any, ...], path: str) -> tuple[int, ...]:
+def _int_items(value: list[Any], meta: tuple[Any, ...]) -> tuple[int, ...]:
     lo = hi = None
     for m in meta:
         if isinstance(m, Range):
@@ -296,57 +339,69 @@ def _int_items(value: list[Any], meta: tuple[Any, ...], path: str) -> tuple[int,
     if not odd:
         return tuple(value)
     items = list(value)
+    one = _decoder(Annotated[int, *meta] if meta else int)
     for i in odd:  # refused, or an integral float (12345.0) read as the integer it is
-        items[i] = _decode(Annotated[int, *meta] if meta else int, items[i], f"{path}[{i}]")
+        try:
+            items[i] = one(items[i])
+        except _Invalid as e:
+            raise e.at(f"[{i}]") from None
     return tuple(items)
 
 
-def _check_meta(value: Any, meta: tuple[Any, ...], path: str) -> None:
+def _check_meta(value: Any, meta: tuple[Any, ...]) -> None:
     import re
 
     for m in meta:
         if isinstance(m, Range):
             if m.minimum is not None and value < m.minimum:
-                raise _Invalid(path, f"{_short(value)} is below {m.minimum:g}")
+                raise _Invalid(f"{_short(value)} is below {m.minimum:g}")
             if m.maximum is not None and value > m.maximum:
-                raise _Invalid(path, f"{_short(value)} is above {m.maximum:g}")
+                raise _Invalid(f"{_short(value)} is above {m.maximum:g}")
         elif isinstance(m, MaxLength):
             if len(value) > m.count:
-                raise _Invalid(path, f"is {len(value):,} characters long, over the limit of {m.count} "
-                                     f"({value[:40]!r}...)")
+                raise _Invalid(f"is {len(value):,} characters long, over the limit of {m.count} "
+                               f"({value[:40]!r}...)")
         elif isinstance(m, Pattern):
             if not re.fullmatch(m.regex, value):
-                raise _Invalid(path, f"{_short(value)} does not match {m.regex}")
+                raise _Invalid(f"{_short(value)} does not match {m.regex}")
         elif isinstance(m, MinItems):
             if len(value) < m.count:
-                raise _Invalid(path, f"has {len(value)} items, fewer than {m.count}")
+                raise _Invalid(f"has {len(value)} items, fewer than {m.count}")
 
 
-def _decode_record(cls: type[Record], value: Any, path: str) -> Record:
+@cache
+def _plan(cls: type[Record]) -> tuple[tuple[tuple[str, Decoder, bool], ...], frozenset[str], bool]:
+    """A record's fields (name, decoder, optional), their names, and whether it keeps key order."""
+    fields = tuple((f.name, _decoder(tp), _is_optional(f)) for f, tp in _fields(cls))
+    return fields, frozenset(name for name, _, _ in fields), _keeps_order(cls)
+
+
+def _fail(message: str) -> None:
+    raise _Invalid(message)
+
+
+def _decode_record(cls: type[Record], value: Any) -> Record:
     if not isinstance(value, dict):
-        raise _Invalid(path, f"is {_kind(value)}, not an object")
+        raise _Invalid(f"is {_kind(value)}, not an object")
+    fields, known, keeps_order = _plan(cls)
     kw: dict[str, Any] = {}
-    for f, tp in _fields(cls):
-        where = f"{path}.{f.name}" if path else f.name
-        if f.name not in value:
-            if not _is_optional(f):
-                raise _Invalid(where, "is missing")
-            continue
-        kw[f.name] = _decode(tp, value[f.name], where)
-    known = {f.name for f, _ in _fields(cls)}
-    extra = {k: v for k, v in value.items() if k not in known}
+    name = ""
+    try:
+        for name, decode_field, optional in fields:
+            if name in value:
+                kw[name] = decode_field(value[name])
+            elif not optional:
+                raise _Invalid("is missing")
+    except _Invalid as e:
+        raise e.at(f".{name}") from None
+    extra = {k: v for k, v in value.items() if k not in known} if len(value) > len(kw) else {}
     if extra and cls.CLOSED:
         unknown = sorted(str(k) for k in extra)[0]
-        raise _Invalid("", f"unknown {path + ' ' if path else ''}field {_short(unknown)} "
-                           f"(fields: {', '.join(sorted(known))})")
-    nulls = frozenset(k for k in known if k in value and value[k] is None)
-    kept = {"order": tuple(value)} if _keeps_order(cls) else {}
+        raise _Invalid(f"field {_short(unknown)} (fields: {', '.join(sorted(known))})", lead="unknown ")
+    nulls = frozenset(k for k, v in value.items() if v is None and k in known)
+    kept = {"order": tuple(value)} if keeps_order else {}
     record = cls(**kw, extra=extra, nulls=nulls, **kept)  # type: ignore[call-arg]
-
-    def fail(message: str) -> None:
-        raise _Invalid(path, message)
-
-    record.check(value, fail)
+    record.check(value, _fail)
     return record.derive()
 
 
@@ -358,7 +413,7 @@ def _keeps_order(cls: type) -> bool:
 def decode(cls: type[Record], data: Any, where: str, what: str = "receipt") -> Any:
     """Check ``data`` against ``cls`` and build the record; one-line UsageError on any problem."""
     try:
-        return _decode_record(cls, data, "")
+        return _decode_record(cls, data)
     except _Invalid as e:
         raise UsageError(f"{where}: invalid {what}: {e}") from None
 
