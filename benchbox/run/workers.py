@@ -200,9 +200,10 @@ def run_in_fresh_processes(cfg: RunConfig, names: list[str], reporter: Reporter)
     _payload(cfg)
     output = Output.claim(cfg.out, names, cfg.overwrite)
     try:
-        folder = _make_folder(rounds_folder(output.paths[0]))
+        folder = _make_folder(rounds_folder(_given(output.paths[0], names)))
         sizes = round_sizes(cfg.samples, cfg.repeats)
-        rounds = [out_paths(folder / f"round-{i + 1}.json", names) for i in range(len(sizes))]
+        given = [folder / f"round-{i + 1}.json" for i in range(len(sizes))]  # each round's --out
+        rounds = [out_paths(out, names) for out in given]
         _check_free([p for paths in rounds for p in paths], cfg.overwrite)
         done: list[list[Path]] = []  # the rounds whose worker finished its receipt
         ended, forward, partial = _Round(), _Forward(), None
@@ -215,8 +216,7 @@ def run_in_fresh_processes(cfg: RunConfig, names: list[str], reporter: Reporter)
                 if walls:
                     reporter.note(f"{label}: starting{left_text(walls, len(sizes) - i, 'round')}")
                 started = time.perf_counter()
-                one = dataclasses.replace(cfg, repeats=1, samples=size, out=rounds[i][0],
-                                          fresh_processes=False)
+                one = dataclasses.replace(cfg, repeats=1, samples=size, out=given[i], fresh_processes=False)
                 ended = _run_round(one, label, folder / f"round-{i + 1}.out", reporter, forward)
                 walls.append(time.perf_counter() - started)
                 if _finished(rounds[i]):
@@ -230,6 +230,13 @@ def run_in_fresh_processes(cfg: RunConfig, names: list[str], reporter: Reporter)
         return _joined(cfg, output, folder, joined, ended, forward.signum, len(done) + 1)
     finally:
         output.release()
+
+
+def _given(first: Path, names: list[str]) -> Path:
+    """The receipt path the run was given, from its first receipt's (``out_paths`` undone)."""
+    if len(names) == 1:
+        return first
+    return first.with_name(first.name.removesuffix(f".{names[0]}{first.suffix}") + first.suffix)
 
 
 def _finished(paths: list[Path]) -> bool:

@@ -66,6 +66,22 @@ def test_a_settle_phase_with_rounds_settles_every_process_once_per_case(tmp_path
     assert all(row.round_sizes == (6, 6) and row.status == "valid" for row in r.results)
 
 
+def test_several_contracts_in_fresh_processes_join_round_by_round_into_one_receipt_each(
+        tmp_path: Path) -> None:
+    contracts = ("public_task_call_wall", "model_io_wall")
+    out = run(_cfg(tmp_path, repeats=2, contracts=contracts))
+    assert [o.path.name for o in out.all] == [f"r.{c}.json" for c in contracts]
+    folder = tmp_path / "r.rounds"  # named after the run's receipt path, as for one contract
+    assert sorted(p.name for p in folder.glob("round-*.json")) == sorted(
+        f"round-{i}.{c}.json" for i in (1, 2) for c in contracts)
+    for c in contracts:
+        r = load_receipt(tmp_path / f"r.{c}.json")
+        assert r.is_complete and r.contract.name == c
+        assert all(row.round_sizes == (6, 6) and row.status == "valid" for row in r.results)
+        assert [x["receipt"] for x in r.settings["combined_from"]] == [f"r.rounds/round-{i}.{c}.json"
+                                                                       for i in (1, 2)]
+
+
 def test_uneven_rounds_join(tmp_path: Path) -> None:
     r = load_receipt(run(_cfg(tmp_path, samples=7, repeats=2)).path)
     assert [row.round_sizes for row in r.results] == [(4, 3), (4, 3)]
