@@ -6,7 +6,8 @@
 #        CONTRACTS="a b": only these contracts, default every built-in back-to-back one; the
 #        served-traffic contracts are swept by benchmarks/sweep_evidence.sh; SIZES="tiny":
 #        only these sizes, default "tiny large"; COMPILE_DRAWS=3: torch-compile pins the
-#        fastest of 3 fresh compiles, each timed by the harness, default 1)
+#        fastest of 3 fresh compiles, each timed by the harness, default 1; DEVICE=cpu: a smoke
+#        test of the script on a machine without a GPU)
 set -u
 OUT=${OUT:-.}
 contracts=()
@@ -14,7 +15,7 @@ for c in ${CONTRACTS:-$(python3 -c "from benchbox.contracts import builtin_contr
 print(*(c.name for c in b() if not c.arrival.paced))")}; do
   contracts+=(--contract "$c")
 done
-common=(--device cuda --runner torch-eager --runner torch-compile --runner tensorrt "${contracts[@]}"
+common=(--device "${DEVICE:-cuda}" --runner torch-eager --runner torch-compile --runner tensorrt "${contracts[@]}"
         --case invoice --case image --case video
         --samples 400 --warmup 20 --runner-option torch-compile:cold_warm=false
         --runner-option "torch-compile:draws=${COMPILE_DRAWS:-1}")
