@@ -83,7 +83,8 @@ class _HelpGroup(click.Group):
         for name in self.list_commands(ctx):
             cmd = self.get_command(ctx, name)
             if cmd is not None and not cmd.hidden:
-                rows.append((name, (cmd.short_help or cmd.help or "").split("\n\n")[0].replace("\n", " ")))
+                first = (cmd.short_help or cmd.help or "").split("\n\n")[0]
+                rows.append((name, " ".join(first.split())))  # its words, not the docstring's indentation
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)

@@ -47,6 +47,11 @@ def test_help_lists_whole_command_descriptions_and_valid_values() -> None:
         if len(path) == 1:
             first = " ".join((cmd.help or "").split("\n\n")[0].split())
             assert first in " ".join(top.split()), path
+    for group in ([], ["store"]):  # each description as its words, not its docstring's indentation
+        listing = CliRunner().invoke(main, [*group, "--help"]).output.split("Commands:")[1]
+        for line in listing.strip("\n").splitlines():
+            name, _, text = line.strip().partition("  ") if not line.startswith("   ") else ("", "", line)
+            assert "  " not in text.strip(), (group, line)
     run_help = " ".join(CliRunner().invoke(main, ["run", "-h"]).output.split())
     gates = GATES["float32"]
     for name in (*ENTRIES, *CASE_NAMES, *SIZES, *builtin_names(), *builtin_tasks(), *COMPILE_MODES, *gates):
