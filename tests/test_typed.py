@@ -69,3 +69,23 @@ def test_a_derived_field_is_set_on_decoding_but_never_read_written_or_described(
     assert encode(Counted(name="ab", length=5)) == {"name": "ab"}
     assert encode(got) == {"name": "abc", "length": 99}
     assert set(json_schema(Counted)["properties"]) == {"name"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class IntFirst(Declared):
+    x: int | float = required()
+
+
+@dataclass(frozen=True, kw_only=True)
+class FloatFirst(Declared):
+    x: float | int = required()
+
+
+def test_a_union_is_tried_in_its_declared_order_though_python_counts_both_orders_equal() -> None:
+    # int | float == float | int, so a decoder kept by annotation must not be shared between them
+    assert type(decode(IntFirst, {"x": 3.0}, "f").x) is int  # 3.0 is the integer 3 to the first
+    assert type(decode(FloatFirst, {"x": 3.0}, "f").x) is float
+    with pytest.raises(UsageError, match="x: is string, not an integer"):
+        decode(IntFirst, {"x": "a"}, "f")  # the first alternative's refusal
+    with pytest.raises(UsageError, match="x: is string, not a number"):
+        decode(FloatFirst, {"x": "a"}, "f")

@@ -159,15 +159,18 @@ def _unwrap(tp: Any) -> tuple[Any, tuple[Any, ...]]:
     return tp, ()
 
 
-_DECODERS: dict[Any, Decoder] = {}
+#: decoders by annotation and its text: ``int | float == float | int``, but they try their
+#: alternatives in another order
+_DECODERS: dict[tuple[Any, str], Decoder] = {}
 
 
 def _decoder(tp: Any) -> Decoder:
     """The decoder of annotation ``tp``, built on first use."""
+    key = (tp, repr(tp))
     try:
-        return _DECODERS[tp]
+        return _DECODERS[key]
     except KeyError:
-        made = _DECODERS[tp] = _build(tp)
+        made = _DECODERS[key] = _build(tp)
         return made
     except TypeError:  # an annotation that cannot be a key (unhashable metadata)
         return _build(tp)
