@@ -6,9 +6,10 @@ Conditions are signal, not noise: only what moves timings and was read while it 
 - ``load``: a process of either side started on a busy machine (CPU time busy over the 0.5 s
   before it, or ``$BENCHBOX_LOAD_WINDOW_S``; with no window, the load average per core), or the
   sides started busy in different shares of their processes.
-- ``gpu``: driver or power limit differ, or — read right after each case's samples, while the
-  GPU worked — the SM clock (by more than 10%) or the throttle reasons other than idle. A clock
-  read while the GPU idles says nothing about the measured work and is never compared.
+- ``gpu``: driver or power limit differ (a fact one side did not record is named in the notes,
+  not compared), or — read right after each case's samples, while the GPU worked — the SM
+  clock (by more than 10%) or the throttle reasons other than idle. A clock read while the GPU
+  idles says nothing about the measured work and is never compared.
 - ``versions``: torch, CUDA or the runner's libraries differ.
 - ``machine``: the control workload — a fixed piece of host work timed in every process — moved
   beyond the threshold: the machine changed, not only the code (host-clock rows). Where a side
@@ -128,12 +129,17 @@ def _working(r: Receipt) -> tuple[list[float], set[str], int]:
     return clocks, reasons, readings
 
 
+#: GPU facts read once per run that move timings when they differ: field, label.
+GPU_FACTS = (("driver", "driver"), ("power_limit_w", "power limit"))
+
+
 def _gpu_changes(base: Receipt, head: Receipt) -> list[str]:
     out = []
     gb, gh = (r.environment.gpu or GpuInfo() for r in (base, head))
-    for key, label in (("driver", "driver"), ("power_limit_w", "power limit")):
-        if getattr(gb, key) != getattr(gh, key):
-            out.append(f"{label} {getattr(gb, key)} → {getattr(gh, key)}")
+    for key, label in GPU_FACTS:
+        vb, vh = getattr(gb, key), getattr(gh, key)
+        if vb is not None and vh is not None and vb != vh:  # one side unrecorded: unrecorded_facts
+            out.append(f"{label} {vb} → {vh}")
     (cb, tb, nb), (ch, th, nh) = _working(base), _working(head)
     if cb and ch:
         mb, mh = float(np.median(cb)), float(np.median(ch))
@@ -142,6 +148,22 @@ def _gpu_changes(base: Receipt, head: Receipt) -> list[str]:
     if nb and nh and tb != th:
         out.append(f"throttle while working {', '.join(sorted(tb)) or 'none'} → "
                    f"{', '.join(sorted(th)) or 'none'}")
+    return out
+
+
+def unrecorded_facts(base: Receipt, head: Receipt, names: tuple[str, str] = ("BASE", "HEAD")) -> list[str]:
+    """Notes on GPU facts one side recorded and the other did not (a receipt written before
+    benchbox read them, or a reading that failed): unknown is not a difference, so they are not
+    compared, and the diff says so."""
+    gb, gh = (r.environment.gpu for r in (base, head))
+    if gb is None or gh is None:
+        return []
+    out = []
+    for key, label in GPU_FACTS:
+        vb, vh = getattr(gb, key), getattr(gh, key)
+        if (vb is None) != (vh is None):
+            side, value = (names[1], vh) if vb is None else (names[0], vb)
+            out.append(f"not compared: {label} recorded by {side} only ({value})")
     return out
 
 

@@ -37,6 +37,7 @@ from benchbox.receipts.conditions import (
     RECEIPT_KINDS,
     environment_differences,
     row_conditions,
+    unrecorded_facts,
 )
 from benchbox.receipts.diff_result import (
     ACCEPT_KINDS,
@@ -280,6 +281,7 @@ def diff_receipts(base: Receipt, head: Receipt, options: DiffOptions | None = No
     notes += [f"accepted: {k} differs ({why})" if k in opts.accept else
               f"unreliable: {k} differs ({why}); every row it touches is unreliable (pass "
               f"{Setting('accept', k)} to judge anyway)" for k, why in conditions.items()]
+    notes += unrecorded_facts(base, head, (base_name, head_name))
     sides = _Sides(base, head, base_name, head_name, opts, declared, conditions, priors or {})
     keys = [*ib, *(k for k in ih if k not in ib)]
     rows: dict[tuple[str, str, str], DiffRow] = {}

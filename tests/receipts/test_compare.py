@@ -157,6 +157,32 @@ def test_load_gpu_while_working_power_limit_and_versions_are_conditions() -> Non
     assert d.rows[0].verdict in ("unchanged", "unresolved") and len(d.rows[0].accepted) == 3
 
 
+def test_a_gpu_fact_recorded_by_one_side_only_is_named_not_compared() -> None:
+    """A receipt written before benchbox read the power limit (the committed H200 baseline) against
+    a run that reads it: unknown is not a difference, so no row turns unreliable for it, and the
+    notes name the fact and the side that recorded it. A driver that differs still counts."""
+    rng = np.random.default_rng(7)
+    key = ("torch-eager", "invoice")
+    rows = {key: _rounds(rng, 2, 800)}
+    old = {"gpu": {"name": "NVIDIA H200", "driver": "580.1"}}
+    new = {"gpu": {"name": "NVIDIA H200", "driver": "580.1", "power_limit_w": "700.00"}}
+    procs = [_process(0.0, 1980), _process(0.0, 1980)]
+    base = synthetic_receipt(rows, repeats=2, environment=old, processes=procs)
+    head = synthetic_receipt(rows, repeats=2, environment=new, processes=procs)
+    d = diff_receipts(base, head, base_name="old.json", head_name="new.json")
+    assert d.rows[0].verdict != "unreliable" and "gpu" not in d.rows[0].conditions
+    assert [n for n in d.notes if "power limit" in n] == [
+        "not compared: power limit recorded by new.json only (700.00)"]
+    d = diff_receipts(head, base)
+    assert "not compared: power limit recorded by BASE only (700.00)" in d.notes
+    moved = synthetic_receipt(rows, repeats=2, processes=procs,
+                              environment={"gpu": {**new["gpu"], "driver": "575.2"}})
+    d = diff_receipts(base, moved)
+    assert d.rows[0].verdict == "unreliable" and d.rows[0].conditions == ("gpu",)
+    gpu_notes = [n for n in d.notes if "gpu differs" in n]
+    assert gpu_notes[0].startswith("unreliable: gpu differs (driver 580.1 → 575.2);")
+
+
 def test_a_clock_read_while_the_gpu_idled_is_never_a_condition() -> None:
     """An idle card's clock at start (840 vs 345 MHz, throttle gpu_idle) says nothing about the
     work; readings while working that agree leave the comparison alone."""
