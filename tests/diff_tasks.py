@@ -2,7 +2,8 @@
 
 ``sleep_ms`` (default 50) is slept in ``serialize`` for every case; ``slow_case`` names one
 case that sleeps ``extra_ms`` more, so a receipt can be made slower on exactly one row
-through the real harness. Used as ``task="tests.diff_tasks:factory"``.
+through the real harness (these two stand for a change of code: task facts, not options).
+Used as ``task="tests.diff_tasks:factory"``.
 
 For tests of runs in several processes: with ``BENCHBOX_TEST_PID_FILE`` set, every load of the
 task appends its process id to that file; with ``BENCHBOX_TEST_FAIL_LOAD`` = N as well, a load
@@ -30,6 +31,14 @@ class SleepTask(Task):
     name = "sleepy"
     input_names = ("x",)
     output_names = ("logits",)
+    #: options that stand for a change of code, which a diff must judge: recorded as task facts
+    #: of their own, not among the options a diff declares
+    CODE_CHANGES = ("slow_case", "extra_ms")
+
+    def info(self) -> dict[str, Any]:
+        d = super().info()
+        d["options"] = {k: v for k, v in d["options"].items() if k not in self.CODE_CHANGES}
+        return d | {k: self.options[k] for k in self.CODE_CHANGES if k in self.options}
 
     def __post_init__(self) -> None:
         self.sleep_s = float(self.options.get("sleep_ms", 50)) / 1e3

@@ -4,8 +4,9 @@ only: ``--task tests.faulty_decision:FaultyDecisionTask``.
 Two options beyond the built-in task's: ``fault`` (``flip_answer``, ``unrepeatable``: faults
 that prove the accuracy gates fail) and ``slowdown_us`` (``serialize`` sleeps that many
 microseconds more per call: a known slowdown that proves a diff sees it). Both are recorded in
-the receipt's task facts. The model, its weights and its hash are the built-in task's, so a
-receipt of this task compares with one of ``decision``.
+the receipt's task facts, not among its options: they stand for a change of code. The model,
+its weights and its hash are the built-in task's, so a receipt of this task compares with one
+of ``decision``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ FAULTS = ("none", "flip_answer", "unrepeatable")
 TEST_OPTIONS: dict[str, tuple[type, Any, str]] = {
     "fault": (str, "none", "deliberate fault, to prove the gates: none, flip_answer, unrepeatable"),
     "slowdown_us": (int, 0, "deliberate slowdown, to prove a diff: serialize sleeps this many "
-                            "microseconds more per call (recorded in the receipt's task options)"),
+                            "microseconds more per call (recorded in the receipt's task facts)"),
 }
 
 
@@ -67,6 +68,10 @@ class FaultyDecisionTask(DecisionTask):
 
     def info(self) -> dict[str, Any]:
         d = super().info()
+        # the fault and the slowdown stand for a change of code, which a diff must judge: they are
+        # facts of their own, not options (a diff declares the task's options, as it declares
+        # the weights: they change the model, and the model measured)
+        d["options"] = {k: v for k, v in d["options"].items() if k not in TEST_OPTIONS}
         dynamic = d.pop("dynamic_tokens", None)  # the facts in the order the receipt had them
         if self.settings["fault"] != "none":
             d["fault"] = self.settings["fault"]

@@ -41,8 +41,6 @@ from benchbox.receipts.replication import process_samples, processes
 
 #: Kinds of condition that make a row unreliable unless accepted.
 CONDITION_KINDS = ("noisy", "unsettled", "cpu", "load", "gpu", "versions", "machine", "layout", "pacing")
-#: Kinds decided per receipt (stated once in a diff's notes), the rest per row.
-RECEIPT_KINDS = ("cpu", "load", "gpu", "versions", "machine", "layout")
 #: Fraction of the CPUs busy with other work at start above which a machine counts as loaded.
 LOAD_BUSY = 0.5
 #: Relative difference of the GPU's SM clock while working that counts as a different condition.
@@ -106,8 +104,11 @@ def load_difference(base: Receipt, head: Receipt) -> str | None:
     So a busy start on either side is a condition, even when both sides were equally busy.
     """
     lb, lh = busy_processes(base), busy_processes(head)
-    if lb is None or lh is None or (lb[0] == 0 and lh[0] == 0):
+    if (lb is None or lb[0] == 0) and (lh is None or lh[0] == 0):
         return None
+    if lb is None or lh is None:  # a side that read no load says nothing; a busy one still moved
+        return ", ".join(f"{name} {_load_text(r, c) if c is not None else 'read no load at start'}"
+                         for name, r, c in (("BASE", base, lb), ("HEAD", head, lh)))
     text = f"BASE {_load_text(base, lb)}, HEAD {_load_text(head, lh)}"
     if lb[0] * lh[1] == lh[0] * lb[1]:
         text += (": both sides shared the CPU with other work, which moves timings more than a change is "
@@ -230,12 +231,22 @@ def layouts(r: Receipt) -> list[str]:
     return sorted({(p.quieting.layout if p.quieting else None) or "random" for p in processes(r)})
 
 
+def _versions(row: ResultRow) -> dict[str, str]:
+    return {k: str(v) for k, v in (row.runner_report.versions or {}).items() if v is not None}
+
+
 def row_versions(base: ResultRow, head: ResultRow) -> str | None:
-    """The runner's library versions (e.g. TensorRT) that differ, or None."""
-    vb, vh = dict(base.runner_report.versions or {}), dict(head.runner_report.versions or {})
-    changed = [f"{k} {vb.get(k)} → {vh.get(k)}" for k in sorted(set(vb) | set(vh))
-               if str(vb.get(k)) != str(vh.get(k))]
+    """The runner's library versions (e.g. TensorRT) that differ, or None; a library only one
+    side recorded is not compared (:func:`unrecorded_versions`)."""
+    vb, vh = _versions(base), _versions(head)
+    changed = [f"{k} {vb[k]} → {vh[k]}" for k in sorted(set(vb) & set(vh)) if vb[k] != vh[k]]
     return ", ".join(changed) or None
+
+
+def unrecorded_versions(base: ResultRow, head: ResultRow, names: tuple[str, str]) -> list[str]:
+    """The runner libraries whose version only one side recorded, as ``name (SIDE)``."""
+    vb, vh = _versions(base), _versions(head)
+    return [f"{k} ({names[0] if k in vb else names[1]})" for k in sorted(set(vb) ^ set(vh))]
 
 
 def robust_cv(groups: Sequence[np.ndarray]) -> float | None:

@@ -34,10 +34,10 @@ from benchbox.fallbacks import draw_causes, identity, probable_causes
 from benchbox.receipts.baseline import compare_runners
 from benchbox.receipts.conditions import (
     MEASURED_PROCESSES,
-    RECEIPT_KINDS,
     environment_differences,
     row_conditions,
     unrecorded_facts,
+    unrecorded_versions,
 )
 from benchbox.receipts.diff_result import (
     ACCEPT_KINDS,
@@ -99,7 +99,10 @@ def check_contracts(base: Receipt, head: Receipt) -> None:
 
 
 def _model_facts(r: Receipt) -> dict[str, Any]:
-    return {"size": r.task.size, "dtype": r.task.dtype, "model_sha256": r.task.model_sha256}
+    """What decides the model measured: its size, dtype, weights and the task's options (precision
+    choices, dynamic shapes: the weights' hash stays the same under them)."""
+    return {"size": r.task.size, "dtype": r.task.dtype, "model_sha256": r.task.model_sha256,
+            "options": dict(r.task.options or {})}
 
 
 def _canon(x: Any) -> str:
@@ -200,6 +203,8 @@ def _row_conditions(s: _Sides, b: ResultRow, h: ResultRow, a: list[Any], c: list
                           region=tuple(s.base.contract.stages), pacing_margin=s.opts.pacing_margin,
                           threshold=s.opts.threshold)
     receipt_level = {k: v for k, v in s.conditions.items() if k != "machine" or b.clock == "host"}
+    if "versions" in cond and "versions" in receipt_level:  # torch or CUDA, and the runner's libraries
+        cond["versions"] = f"{receipt_level['versions']}, {cond['versions']}"
     return {**receipt_level, **cond}
 
 
@@ -233,6 +238,7 @@ def _row(s: _Sides, key: tuple[str, str, str], b: ResultRow, h: ResultRow) -> Di
                    fallback=PLAUSIBLE_DRIFT.get(b.clock, PLAUSIBLE_DRIFT["host"]),
                    probes=(probes[0], probes[1]) if probes else None,
                    unreliable={k: v for k, v in conditions.items() if k not in opts.accept},
+                   noted=frozenset(k for k, v in conditions.items() if s.conditions.get(k) == v),
                    kw=dict(accepted=tuple(accepted), **common))
 
 
@@ -296,6 +302,7 @@ def diff_receipts(base: Receipt, head: Receipt, options: DiffOptions | None = No
         else:
             rows[key] = got
     rows.update(_judged(pending, opts))
+    notes += _version_notes(pending, (base_name, head_name))
     floors = [p.floor for p in pending if p.floor is not None]
     if pending and not floors:
         notes.append("no harness floor recorded in either receipt (calibration failed or was not run): "
@@ -308,13 +315,18 @@ def diff_receipts(base: Receipt, head: Receipt, options: DiffOptions | None = No
                       processes=(_process_count(base), _process_count(head)), settings=settings)
 
 
+def _version_notes(pending: Sequence[Pending], names: tuple[str, str]) -> list[str]:
+    one_sided = sorted({v for p in pending for v in unrecorded_versions(p.base, p.head, names)})
+    return ([f"not compared: runner library versions recorded by one side only: {', '.join(one_sided)}"]
+            if one_sided else [])
+
+
 def _unreliable_reason(p: Pending) -> tuple[str, tuple[Setting, ...]]:
     """The conditions of an unreliable row: those of the whole receipts named (stated once, with
     how to judge anyway, in the notes), the row's own in full with how to judge anyway; and the
     settings it suggests."""
-    parts = [f"{k} (see the notes)" if k in RECEIPT_KINDS else f"{k}: {why}"
-             for k, why in p.unreliable.items()]
-    if all(k in RECEIPT_KINDS for k in p.unreliable):
+    parts = [f"{k} (see the notes)" if k in p.noted else f"{k}: {why}" for k, why in p.unreliable.items()]
+    if all(k in p.noted for k in p.unreliable):
         return "; ".join(parts), ()
     settings = tuple(Setting("accept", k) for k in p.unreliable)
     return "; ".join(parts) + f" (pass {' '.join(map(str, settings))} to judge anyway)", settings

@@ -25,8 +25,12 @@ DECLARED_KINDS = ("device", "model", "options", "incomplete")
 #: Every kind ``--accept`` takes: declared differences, then conditions. ``fallbacks`` is kept
 #: for old command lines and has no effect (compiler choices never block a comparison).
 ACCEPT_KINDS = (*DECLARED_KINDS, *CONDITION_KINDS, "fallbacks")
-#: Runner options that do not change what is measured (where a cache lives).
-IGNORED_OPTIONS = ("cache_dir",)
+#: Runner options that do not change what is measured: where a cache lives; whether torch-compile
+#: reuses the compile an earlier run pinned or compiles afresh (``pin``), and whether it first
+#: compiles twice more to check its picks (``autotune_stability``). Either way the compile measured
+#: is the same mode's compile of the same model, and picks that differ are named as probable causes.
+#: Receipts written before ``pin`` and ``autotune_stability`` existed lack them.
+IGNORED_OPTIONS = ("cache_dir", "pin", "autotune_stability")
 #: Probable causes listed per row at most.
 CAUSE_LINES = 6
 METRICS = ("p50", "p99", "both")

@@ -83,6 +83,8 @@ class Pending:
     probes: tuple[list[float], list[float]] | None = None
     #: conditions that make the row unreliable whatever its statistics: kind → why
     unreliable: dict[str, str] = field(default_factory=dict)
+    #: the kinds of ``unreliable`` whose reason is the whole receipts', stated once in the notes
+    noted: frozenset[str] = frozenset()
     metrics: list[dict[str, Any]] = field(default_factory=list)
     kw: dict[str, Any] = field(default_factory=dict)
 

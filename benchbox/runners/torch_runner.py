@@ -325,6 +325,11 @@ class TorchRunner(Runner):
 
     def report(self) -> dict[str, Any]:
         rep = super().report()
+        # the transfer options as understood ("AUTO" is "auto"), and left out at "auto", their
+        # default: a receipt that names the default then declares the options one that does not
+        # name it does, and receipts written before the options existed declare them too
+        asked = {k: v for k, v in self.transfer_request.as_dict().items() if v != "auto"}
+        rep["options"] = {**{k: v for k, v in rep["options"].items() if k not in tr.OPTION_KEYS}, **asked}
         facts = self.transfer_facts()
         if facts is not None:
             rep["transfer"] = facts

@@ -258,6 +258,25 @@ def test_a_machine_busy_on_both_sides_is_a_load_condition_too() -> None:
     assert quiet.rows[0].verdict == "slower"
 
 
+def test_a_busy_side_is_a_load_condition_when_the_other_read_no_load() -> None:
+    """A receipt written before benchbox read the load says nothing about it; a side that started
+    busy still shared the CPU, and that alone moves timings."""
+    rng = np.random.default_rng(12)
+    key = ("torch-eager", "invoice")
+    unread = synthetic_receipt({key: _rounds(rng, 2, 2000)}, repeats=2, processes=[{}, {}],
+                               environment={"load": None})
+    busy = synthetic_receipt({key: _rounds(rng, 2, 2000)}, repeats=2,
+                             processes=[_process(0.95), _process(0.1)])
+    idle = synthetic_receipt({key: _rounds(rng, 2, 2000)}, repeats=2,
+                             processes=[_process(0.05), _process(0.1)])
+    d = diff_receipts(unread, busy)
+    assert d.rows[0].verdict == "unreliable" and d.rows[0].conditions == ("load",)
+    assert any(n.startswith("unreliable: load differs (BASE read no load at start, HEAD busy at start in 1 "
+                            "of 2 processes)") for n in d.notes), d.notes
+    assert "load" not in diff_receipts(unread, idle).rows[0].conditions
+    assert "load" not in diff_receipts(idle, unread).rows[0].conditions
+
+
 def test_a_noisy_row_of_one_process_is_unreliable_unless_accepted() -> None:
     rng = np.random.default_rng(6)
     key = ("torch-eager", "invoice")

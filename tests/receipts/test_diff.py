@@ -186,6 +186,18 @@ def test_mutated_model_hash_and_size_are_not_comparable(receipts: dict[str, Path
     assert all(r.accepted for r in d.rows)
 
 
+def test_mutated_task_options_are_a_model_difference(receipts: dict[str, Path], tmp_path: Path) -> None:
+    """The built-in task's precision options and dynamic shapes change the model measured while its
+    weights' hash stays the same: a diff declares them as it declares the weights."""
+    other = _mutated(receipts["base2"], tmp_path / "opts.json",
+                     lambda r: r["task"].update(options={"softmax_fp32": False}))
+    d = diff_files(receipts["base"], other)
+    assert {r.verdict for r in d.rows} == {"not comparable"}
+    assert d.rows[0].reason.startswith('model: options {} → {"softmax_fp32":false}'), d.rows[0].reason
+    accepted = diff_files(receipts["base"], other, DiffOptions(accept=frozenset({"model"})))
+    assert {r.verdict for r in accepted.rows} <= {"unchanged", "unresolved"}
+
+
 def test_mutated_runner_options_refuse_and_fallbacks_are_causes(receipts: dict[str, Path],
                                                              tmp_path: Path) -> None:
     def edit(r: dict) -> None:
@@ -208,6 +220,30 @@ def test_mutated_runner_options_refuse_and_fallbacks_are_causes(receipts: dict[s
     assert d.exit_code == 1
     code, out = _cli("diff", str(receipts["base"]), str(other), "--accept", "options")
     assert "probable causes: " in out and "graph break" in out
+
+
+def test_where_a_compile_comes_from_is_not_a_declared_option(receipts: dict[str, Path],
+                                                             tmp_path: Path) -> None:
+    """`pin`, `autotune_stability` and `cache_dir` decide where torch-compile's compile comes from
+    (reused or fresh, checked or not, which folder), not what is measured; receipts written before
+    `pin` and `autotune_stability` existed lack them. `mode` still decides what is measured."""
+    def edit(mode: str) -> Any:
+        def apply(r: dict) -> None:
+            for row in r["results"]:
+                row["runner_report"]["options"] = {"mode": mode, "pin": True, "autotune_stability": False,
+                                                   "cache_dir": "/ci/cache"}
+        return apply
+
+    def old(r: dict) -> None:
+        for row in r["results"]:
+            row["runner_report"]["options"] = {"mode": "max-autotune"}
+
+    base = _mutated(receipts["base"], tmp_path / "old.json", old)
+    d = diff_files(base, _mutated(receipts["base2"], tmp_path / "new.json", edit("max-autotune")))
+    assert d.rows and {r.verdict for r in d.rows} <= {"unchanged", "unresolved"}
+    d = diff_files(base, _mutated(receipts["base2"], tmp_path / "other.json", edit("default")))
+    assert {r.verdict for r in d.rows} == {"not comparable"}
+    assert all(r.reason.startswith('options: mode "max-autotune" → "default"') for r in d.rows), d.rows[0]
 
 
 def test_mutated_newly_invalid_row_fails_and_new_removed_rows(receipts: dict[str, Path],

@@ -409,3 +409,14 @@ def test_a_single_small_input_is_copied_directly_into_a_fresh_tensor_mock_cuda(s
     np.testing.assert_allclose(sim._last.outputs["y"], expect, rtol=1e-6)  # type: ignore[attr-defined]
     rep = runner.report()["transfer"]
     assert rep["h2d"] == "direct" and rep["device_inputs"] == "fresh device tensors each call"
+
+
+def test_the_report_names_transfer_options_as_understood_and_leaves_out_their_default() -> None:
+    """`transfer=AUTO` asks what no option asks: the receipt says the same, so a diff of the two
+    runs declares no option change; a strategy is named in lower case, as it is applied."""
+    def options(given: dict[str, Any]) -> dict[str, Any]:
+        return TorchEagerRunner("cpu", given).report()["options"]
+
+    assert options({}) == options({"transfer": "AUTO", "d2h": "auto", "stream": " Auto "}) == {}
+    assert options({"transfer": "Packed", "d2h": "auto"}) == {"transfer": "packed"}
+    assert options({"d2h": "PINNED"}) == {"d2h": "pinned"}

@@ -243,6 +243,17 @@ def test_the_built_in_task_takes_no_test_only_option() -> None:
             load_task("decision", options={option: 1})
 
 
+def test_the_receipt_names_the_task_options_as_understood_and_leaves_out_defaults() -> None:
+    """Naming a default (or the size's own seed) asks what leaving it out asks: the receipt's task
+    options are the same, so a diff of the two runs declares no model change."""
+    seed = DecisionTask().spec.seed
+    named = DecisionTask(options={"softmax_fp32": True, "seed": seed, "dynamic_tokens": 0})
+    assert named.info()["options"] == {}
+    assert DecisionTask(options={"softmax_fp32": 0, "seed": seed + 1}).info()["options"] == {
+        "seed": seed + 1, "softmax_fp32": False}
+    assert load_task(FAULTY, options={"slowdown_us": 7}).info()["options"] == {}
+
+
 def test_the_test_task_without_its_options_is_the_built_in_task() -> None:
     plain, faulty = DecisionTask(), load_task(FAULTY)
     assert faulty.info() == plain.info() and faulty.name == "decision"

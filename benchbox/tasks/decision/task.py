@@ -345,6 +345,10 @@ class DecisionTask(Task):
 
     def info(self) -> dict[str, Any]:
         d = super().info()
+        # the options as understood, those at their default left out: naming a default asks
+        # what leaving it out asks, and the receipts (and a diff of them) say so
+        defaults = {k: v[1] for k, v in self.declared_options.items()} | {"seed": self.spec.seed}
+        d["options"] = {k: v for k, v in self.settings.items() if v != defaults[k]}
         d["spec"] = self.spec.__dict__
         d["seed"] = self.seed
         d["precision"] = {k: self.settings[k] for k in
