@@ -198,6 +198,24 @@ def test_mutated_task_options_are_a_model_difference(receipts: dict[str, Path], 
     assert {r.verdict for r in accepted.rows} <= {"unchanged", "unresolved"}
 
 
+def test_a_runner_library_that_moved_is_named_in_the_row_and_one_recorded_once_in_the_notes(
+        receipts: dict[str, Path], tmp_path: Path) -> None:
+    def versions(name: str, v: dict[str, str]) -> Path:
+        def edit(r: dict) -> None:
+            for row in r["results"]:
+                row["runner_report"]["versions"] = v
+        return _mutated(receipts["base2"], tmp_path / name, edit)
+
+    old, new, more = (versions("old.json", {"triton": "3.6.0"}), versions("new.json", {"triton": "3.7.0"}),
+                      versions("more.json", {"triton": "3.6.0", "onnx_parser": "10.1"}))
+    d = _diff_files(old, new, DiffOptions(drift=DRIFT, accept=CONDITIONS))
+    assert {r.verdict for r in d.rows} == {"unreliable"}
+    assert d.rows[0].reason == "versions: triton 3.6.0 → 3.7.0 (pass accept=versions to judge anyway)"
+    d = _diff_files(old, more, DiffOptions(drift=DRIFT, accept=CONDITIONS))
+    assert "unreliable" not in {r.verdict for r in d.rows}
+    assert f"not compared: runner library versions recorded by one side only: onnx_parser ({more})" in d.notes
+
+
 def test_mutated_runner_options_refuse_and_fallbacks_are_causes(receipts: dict[str, Path],
                                                              tmp_path: Path) -> None:
     def edit(r: dict) -> None:
