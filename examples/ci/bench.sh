@@ -4,7 +4,9 @@
 #   examples/ci/bench.sh BASE_DIR HEAD_DIR OUT_DIR [benchbox run options...]
 #
 # BASE_DIR and HEAD_DIR are checkouts of the code under test (the directory each run starts
-# in, so a --task path is read from that checkout). Runs alternate base, head, head, base,
+# in, so a --task path is read from that checkout). $BENCHBOX is the command (default
+# `benchbox`, the installed one); where the code under test is benchbox itself (its built-in
+# task, its runners), set BENCHBOX="python -m benchbox" so each run imports its checkout's. Runs alternate base, head, head, base,
 # base, head, ... ($BENCHBOX_ROUNDS pairs, default 5) so both sides see the same conditions;
 # each side's runs are then joined as rounds (`benchbox combine`) and diffed, so drift
 # between runs widens the interval instead of looking like a change. When

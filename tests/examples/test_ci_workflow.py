@@ -67,6 +67,26 @@ def test_the_measuring_job_runs_the_base_revisions_script(wf: dict[str, Any]) ->
     assert len(uploads) == 1 and uploads[0]["if"] == "always()"
 
 
+def test_the_measuring_runs_import_each_checkouts_benchbox_and_the_verdict_the_installed_one(
+        wf: dict[str, Any], tmp_path: Path) -> None:
+    """This repository measures itself: started in a checkout, the measuring step's command imports
+    that checkout's benchbox (the installed `benchbox` command would time the base's code on both
+    sides); the verdict job names no command of its own, so it judges with the installed one."""
+    (step,) = [s for s in _steps(wf, "measure") if "bench.sh" in str(s.get("run", ""))]
+    command = shlex.split(step["env"]["BENCHBOX"])
+    assert command[:2] == ["python", "-m"]
+    package = tmp_path / "head" / "benchbox"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "__main__.py").write_text("import benchbox, sys; print(benchbox.__file__, sys.argv[1:])\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    p = subprocess.run([sys.executable, *command[1:], "run", "--out", "x.json"], cwd=package.parent,
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert p.stdout.strip() == f"{package / '__init__.py'} ['run', '--out', 'x.json']", p.stderr
+    assert "BENCHBOX" not in {**wf.get("env", {}), **wf["jobs"]["verdict"].get("env", {})}
+    assert not any("BENCHBOX" in s.get("env", {}) for s in _steps(wf, "verdict"))
+
+
 def test_the_verdict_job_runs_no_pull_request_code_and_gates_on_its_own_diff(wf: dict[str, Any]) -> None:
     job = wf["jobs"]["verdict"]
     assert job["needs"] == "measure"
