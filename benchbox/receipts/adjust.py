@@ -17,6 +17,12 @@ import numpy as np
 from benchbox.stats import CI_LEVEL, DETECT_POWER, MOST_REPLICATES, LogRatio, Replicates, _interval, _t_sum
 
 
+def adjustable(kb: int, kh: int) -> bool:
+    """Whether ``kb`` BASE and ``kh`` HEAD processes allow the adjusted comparison: ≥ 2 a side,
+    ≥ 5 in all (a slope, a difference and a mean leave at least 2 degrees of freedom)."""
+    return kb >= 2 and kh >= 2 and kb + kh >= 5
+
+
 def adjusted_log_ratio(base: Replicates, head: Replicates, cov_base: Sequence[float],
                        cov_head: Sequence[float], level: float = CI_LEVEL) -> LogRatio | None:
     """The HEAD/BASE log-ratio adjusted for a covariate measured in each process.
@@ -31,7 +37,7 @@ def adjusted_log_ratio(base: Replicates, head: Replicates, cov_base: Sequence[fl
     side has ≥ 2 processes, all with a covariate, and n ≥ 5 in all.
     """
     kb, kh = base.k, head.k
-    if kb < 2 or kh < 2 or kb + kh < 5 or len(cov_base) != kb or len(cov_head) != kh:
+    if not adjustable(kb, kh) or len(cov_base) != kb or len(cov_head) != kh:
         return None
     y = np.asarray(base.y + head.y, dtype=np.float64)
     c = np.asarray(list(cov_base) + list(cov_head), dtype=np.float64)

@@ -31,6 +31,7 @@ import numpy as np
 
 from benchbox.errors import FieldError, Setting, UsageError
 from benchbox.fallbacks import draw_causes, identity, probable_causes
+from benchbox.receipts.adjust import adjustable
 from benchbox.receipts.baseline import compare_runners
 from benchbox.receipts.conditions import (
     MEASURED_PROCESSES,
@@ -230,7 +231,7 @@ def _row(s: _Sides, key: tuple[str, str, str], b: ResultRow, h: ResultRow) -> Di
     fl = [f for f in (harness_floor(s.base, b.clock), harness_floor(s.head, h.clock)) if f is not None]
     prior = opts.drift if opts.drift is not None else s.priors.get(key)
     probes = process_probes((s.base, s.head), (b, h)) if b.clock == "host" else None
-    if probes and "machine" in conditions and "machine" not in opts.accept:
+    if probes and adjustable(len(a), len(c)) and "machine" in conditions and "machine" not in opts.accept:
         # the row is adjusted for the machine's state process by process: a moved control is
         # what the adjustment is for, so it is stated, not a reason to refuse the row
         accepted.append(f"machine: {conditions.pop('machine')} (the row is adjusted for the process probe)")

@@ -200,3 +200,24 @@ def test_a_moved_machine_is_stated_and_adjusted_for_not_a_refusal() -> None:
     assert got.verdict not in ("unreliable", "slower"), got.reason
     assert any(a.startswith("machine:") for a in got.accepted)
     assert "adjusted for the process probe" in got.reason
+
+
+def test_a_moved_control_with_one_process_a_side_is_a_condition_not_an_adjustment() -> None:
+    """The probe adjusts a row only with ≥ 2 processes a side and ≥ 5 in all; with one process a
+    side the row is not adjusted, so a machine that moved (the control workload) still makes it
+    unreliable, and nothing says it was adjusted."""
+    rng = np.random.default_rng(4)
+
+    def side(scale: float, control_ns: float, k: int = 1):
+        rounds, probes = _side(rng, k, scale, machine_sd=0.0)
+        named = [{"pid": 1000 + i, "control": {"name": "json-sort-v1", "row_probe": control.PROBE, "n": 200,
+                                               "p50_ns": control_ns, "se_log": 0.003}} for i in range(k)]
+        return synthetic_receipt({KEY: rounds}, repeats=k, probes={KEY: probes}, processes=named)
+
+    got = benchbox.diff(side(1.0, 1e6), side(1.5, 1.3e6), threshold=0.05)
+    row = got.rows[0]
+    assert row.verdict == "unreliable" and "machine" in row.conditions, row
+    assert not any("adjusted" in a for a in row.accepted) and got.exit_code != 1
+    more = benchbox.diff(side(1.0, 1e6, k=3), side(1.5, 1.3e6, k=3), threshold=0.05).rows[0]
+    assert "machine" not in more.conditions
+    assert any("adjusted for the process probe" in a for a in more.accepted)
