@@ -140,11 +140,18 @@ def diff(base: Path, head: Path, threshold: str, metric: str, accept: tuple[str,
                    "per sample with every stage and the environment.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Output file; default next to the receipt (.pyperf.json, .csv, .parquet).")
-def export(receipt: Path, fmt: str, output: Path | None) -> None:
+@click.option("--overwrite", is_flag=True, help="Replace an existing output file (never the receipt).")
+def export(receipt: Path, fmt: str, output: Path | None, overwrite: bool) -> None:
     """Export a receipt's raw samples for pyperf, or as CSV/Parquet (one row per sample)."""
     from benchbox.api import export as do_export
+    from benchbox.receipts.export import default_output
 
-    _echo(f"wrote {do_export(receipt, fmt, output)}")
+    target = output if output is not None else default_output(receipt, fmt)
+    if target.exists() and receipt.exists() and target.resolve() == receipt.resolve():
+        raise UsageError(f"{target} is the receipt itself: choose another --output")
+    if target.exists() and not overwrite:
+        raise UsageError(f"{target} exists: choose another --output, or pass --overwrite")
+    _echo(f"wrote {do_export(receipt, fmt, target)}")
 
 
 @main.command()

@@ -285,3 +285,24 @@ def test_csv_export_streams_one_row_at_a_time(tmp_path: Path) -> None:
         header = f.readline()
         assert header.startswith("task,contract,contract_hash,runner,case,status,sample,round,region_ns,")
         assert sum(1 for _ in f) == 40 * 5_000
+
+
+def test_export_never_replaces_the_receipt_and_replaces_a_file_only_when_told(pair: tuple[Path, Path],
+                                                                             tmp_path: Path) -> None:
+    src = tmp_path / "run.json"
+    src.write_bytes(pair[0].read_bytes())
+    kept = src.read_bytes()
+    for extra in ([], ["--overwrite"]):
+        r = CliRunner().invoke(main, ["export", str(src), "--format", "csv", "-o", str(src), *extra])
+        assert r.exit_code == 2 and r.output.strip().splitlines() == [
+            f"benchbox: error: {src} is the receipt itself: choose another --output"]
+    assert src.read_bytes() == kept
+    other = tmp_path / "run.csv"
+    other.write_text("mine\n")
+    r = CliRunner().invoke(main, ["export", str(src), "--format", "csv"])
+    assert r.exit_code == 2 and r.output.strip().splitlines() == [
+        f"benchbox: error: {other} exists: choose another --output, or pass --overwrite"]
+    assert other.read_text() == "mine\n"
+    r = CliRunner().invoke(main, ["export", str(src), "--format", "csv", "--overwrite"])
+    assert r.exit_code == 0, r.output
+    assert other.read_text() != "mine\n" and len(other.read_text().splitlines()) > 20
