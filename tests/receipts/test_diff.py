@@ -181,6 +181,12 @@ def test_mutated_model_hash_and_size_are_not_comparable(receipts: dict[str, Path
     d = diff_files(receipts["base"], other)
     assert {r.verdict for r in d.rows} == {"not comparable"}
     assert "model:" in d.rows[0].reason and "size" in d.rows[0].reason
+    # another task: its rows are other rows (new, removed), and the notes say why
+    renamed = _mutated(receipts["base2"], tmp_path / "task.json",
+                       lambda r: r["task"].update(name="sentiment"))
+    d = diff_files(receipts["base"], renamed)
+    assert {r.verdict for r in d.rows} == {"new", "removed"}
+    assert any(n.startswith('not comparable: model differs (task "sleepy" → "sentiment")') for n in d.notes)
     d = diff_files(receipts["base"], other, DiffOptions(accept=frozenset({"model"})))
     assert {r.verdict for r in d.rows} <= {"unchanged", "unresolved"}
     assert all(r.accepted for r in d.rows)
