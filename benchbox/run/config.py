@@ -231,6 +231,8 @@ class RunConfig:
         for g, v in self.gates.items():
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 raise FieldError("gates", f"{g}={v!r}: the threshold must be a number")
+            if not v >= 0:  # an error's size: a gate under 0 (or NaN) could never pass; inf never fails
+                raise FieldError("gates", f"{g}={v!r}: the threshold is a largest error, a number ≥ 0")
         for k, v in self.labels.items():
             if not isinstance(k, str) or not isinstance(v, str):
                 raise FieldError("labels", "labels are strings")
