@@ -142,5 +142,5 @@ def test_the_check_refuses_the_pypi_namesake_and_unknown_paths(tmp_path: Path) -
 
 def test_the_distribution_is_ours_and_the_import_and_command_keep_their_name() -> None:
     assert _normal(NAME) != "benchbox"  # the PyPI namesake is another project
-    assert PYPROJECT["project"]["scripts"] == {"benchbox": "benchbox.cli:main"}
+    assert PYPROJECT["project"]["scripts"] == {"benchbox": "benchbox.__main__:entry"}
     assert PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"] == ["benchbox*"]

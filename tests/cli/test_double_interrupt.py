@@ -63,3 +63,25 @@ def test_a_second_sigint_while_exiting_gives_no_traceback_and_exit_130(tmp_path:
         assert loaded(out)["interrupted"] is True
     assert all(code == 130 and not tb for _, code, tb, *_ in seen), seen
     assert all(last.startswith("benchbox: interrupted (SIGINT)") for *_, last, _ in seen), seen
+
+
+#: a Ctrl-C that lands while the command line is being imported, made certain: an import hook
+#: raises it as ``benchbox.cli`` is looked up (a real SIGINT there is a matter of milliseconds)
+_INTERRUPTED_IMPORT = """
+import sys
+class Interrupt:
+    def find_spec(self, name, path=None, target=None):
+        if name == "benchbox.cli":
+            raise KeyboardInterrupt
+sys.meta_path.insert(0, Interrupt())
+from benchbox.__main__ import entry
+entry()
+"""
+
+
+def test_a_ctrl_c_while_the_command_line_loads_is_one_line_and_exit_130() -> None:
+    r = subprocess.run([sys.executable, "-c", _INTERRUPTED_IMPORT, "show", "x.json"], capture_output=True,
+                       text=True, timeout=60)
+    assert (r.returncode, r.stderr, r.stdout) == (130, "benchbox: interrupted\n", "")
+    # the `benchbox` command and `python -m benchbox` both start there
+    assert 'benchbox = "benchbox.__main__:entry"' in (REPO / "pyproject.toml").read_text()
