@@ -245,6 +245,9 @@ def figure(receipts: Sequence[LabelledReceipt]) -> Figure:
     pts = _points(receipts)
     if not pts:
         raise UsageError("nothing to plot: no measured row of a paced or back-to-back receipt")
+    if all(r.data.contract.arrival_kind not in ("poisson", "gap") for r in receipts):
+        raise UsageError("a sweep figure draws latency against load, and these receipts are back to back "
+                         "only: give a sweep's receipts or its sweep.json (or --kind quantiles)")
     contracts = list(dict.fromkeys(p.contract for p in pts))
     panels = [(k, label) for k, label in PANELS if any(p.panel == k for p in pts)]
     unit = time_unit([getattr(p.row.summary, k) or 0 for p in pts for _, k, _, _ in QUANTS])

@@ -164,3 +164,17 @@ def test_a_runners_cases_get_colours_of_their_own_when_several_cases_are_drawn()
     colours = series_colours(cases)
     assert list(colours) == ["torch-eager · invoice", "torch-eager · outage", "torch-compile · invoice"]
     assert len(set(colours.values())) == 3
+
+
+def test_back_to_back_receipts_alone_are_refused_not_drawn_empty() -> None:
+    """A sweep figure draws latency against load; receipts that hold no load (back to back only)
+    give it nothing but gap 0, so it is refused in one line, not drawn as empty axes."""
+    from benchbox.errors import UsageError
+
+    paths = sorted((REPO / "receipts").glob("h200-tiny-fp32.*.json"))[:2]
+    with pytest.raises(UsageError, match=r"^a sweep figure draws latency against load, and these receipts "
+                                         r"are back to back only"):
+        figure(label_receipts(paths, [load_receipt(p) for p in paths]), "sweep")
+    index = SWEEPS[0]
+    swept = expand_index([index])
+    assert figure(label_receipts([*swept, paths[0]], [load_receipt(p) for p in [*swept, paths[0]]]), "sweep")
