@@ -2,7 +2,7 @@
 
 Conditions are signal, not noise: only what moves timings and was read while it mattered.
 
-- ``cpu``: CPU model or core count differ.
+- ``cpu``: CPU model, core count or torch's intra-op threads differ.
 - ``load``: a process of either side started on a busy machine (CPU time busy over the 0.5 s
   before it, or ``$BENCHBOX_LOAD_WINDOW_S``; with no window, the load average per core), or the
   sides started busy in different shares of their processes.
@@ -199,6 +199,9 @@ def environment_differences(base: Receipt, head: Receipt, threshold: float = 0.0
     out: dict[str, str] = {}
     cpu = [f"{k} {getattr(eb, k)} → {getattr(eh, k)}" for k in ("cpu", "cpu_count")
            if getattr(eb, k) != getattr(eh, k)]
+    # torch's intra-op threads (--threads): where both sides read them (older receipts may not)
+    if None not in (eb.torch_threads, eh.torch_threads) and eb.torch_threads != eh.torch_threads:
+        cpu.append(f"torch threads {eb.torch_threads} → {eh.torch_threads}")
     if cpu:
         out["cpu"] = ", ".join(cpu)
     load = load_difference(base, head)

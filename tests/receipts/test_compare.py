@@ -277,6 +277,23 @@ def test_a_busy_side_is_a_load_condition_when_the_other_read_no_load() -> None:
     assert "load" not in diff_receipts(idle, unread).rows[0].conditions
 
 
+def test_torch_threads_that_differ_are_a_cpu_condition_where_both_sides_read_them() -> None:
+    """--threads 1 on one side only (the CI recipe uses it) moves timings as a code change would not."""
+    rng = np.random.default_rng(13)
+    key = ("torch-eager", "invoice")
+    procs = [_process(0.0), _process(0.0)]
+
+    def side(threads: int | None):
+        return synthetic_receipt({key: _rounds(rng, 2, 2000)}, repeats=2, processes=procs,
+                                 environment={"torch_threads": threads})
+
+    d = diff_receipts(side(16), side(1))
+    assert d.rows[0].conditions == ("cpu",)
+    assert any(n.startswith("unreliable: cpu differs (torch threads 16 → 1)") for n in d.notes), d.notes
+    assert diff_receipts(side(None), side(1)).rows[0].conditions == ()
+    assert diff_receipts(side(2), side(2)).rows[0].conditions == ()
+
+
 def test_a_noisy_row_of_one_process_is_unreliable_unless_accepted() -> None:
     rng = np.random.default_rng(6)
     key = ("torch-eager", "invoice")
