@@ -140,9 +140,16 @@ def _nvidia_smi(index: int) -> dict[str, Any]:
         return {}
     if r.returncode != 0:
         return {}
-    vals = [v.strip() for v in r.stdout.strip().split(",")]
-    return dict(zip(["driver", "sm_clock_mhz", "mem_clock_mhz", "max_sm_clock_mhz",
-                     "temperature_c", "power_w", "power_limit_w"], vals))
+    return smi_readings(r.stdout)
+
+
+def smi_readings(stdout: str) -> dict[str, str]:
+    """nvidia-smi's CSV line as named readings; a field it could not read (``[N/A]``,
+    ``[Not Supported]``) is left out: not read is not a value, and a diff must not compare it."""
+    vals = [v.strip() for v in stdout.strip().split(",")]
+    names = ["driver", "sm_clock_mhz", "mem_clock_mhz", "max_sm_clock_mhz", "temperature_c", "power_w",
+             "power_limit_w"]
+    return {k: v for k, v in zip(names, vals) if v and not v.startswith("[") and v.upper() != "N/A"}
 
 
 def cpu_governors() -> dict[str, int]:

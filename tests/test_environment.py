@@ -90,3 +90,15 @@ def test_without_a_window_the_warning_gives_the_load_average_per_core() -> None:
     windowed = load_warning({"cores": 2, "load_avg_1min": 2.8, "per_core": 1.4, "busy_fraction": 0.7,
                              "window_s": 0.5})
     assert windowed is not None and "(70% of CPU time went to other work" in windowed
+
+
+def test_nvidia_smi_fields_it_could_not_read_are_not_recorded() -> None:
+    """nvidia-smi's own output, parsed (nvidia-smi cannot run on this machine): `[N/A]` is no
+    power limit, so a receipt does not hold it as one and a diff does not compare it."""
+    line = "580.159.04, 1980, 3201, 1980, 39, 79.02, 700.00\n"
+    assert environment.smi_readings(line) == {
+        "driver": "580.159.04", "sm_clock_mhz": "1980", "mem_clock_mhz": "3201", "max_sm_clock_mhz": "1980",
+        "temperature_c": "39", "power_w": "79.02", "power_limit_w": "700.00"}
+    got = environment.smi_readings("580.159.04, 1980, [N/A], 1980, 39, [Not Supported], [N/A]\n")
+    assert got == {"driver": "580.159.04", "sm_clock_mhz": "1980", "max_sm_clock_mhz": "1980",
+                   "temperature_c": "39"}
