@@ -59,9 +59,9 @@ def _settings(r: Receipt) -> dict[str, Any]:
 def _machine(r: Receipt) -> dict[str, Any]:
     out = {k: getattr(r.environment, k) for k in SAME_MACHINE}
     gpu = r.environment.gpu
-    if gpu is not None:  # the model and driver, not the clocks or memory in use at start
-        cc = gpu.extra["compute_capability"] if "compute_capability" in gpu.extra else None
-        out["gpu"] = {"name": gpu.name, "driver": gpu.driver, "compute_capability": cc}
+    if gpu is not None:  # the model, driver and power limit, not the clocks or memory in use at start
+        out["gpu"] = {"name": gpu.name, "capability": gpu.capability, "driver": gpu.driver,
+                      "power_limit_w": gpu.power_limit_w}
     return out
 
 

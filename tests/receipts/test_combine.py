@@ -69,6 +69,13 @@ def test_runs_of_another_machine_or_contract_are_refused(two_runs: list[Path]) -
     other_cpu = replace(b, environment={**b.environment, "cpu": "Some Other CPU", "cpu_count": 64})
     with pytest.raises(UsageError, match="machine differs .*cpu"):
         combine([a, other_cpu], ["a", "b"])
+    gpu = {"name": "NVIDIA H200", "capability": "9.0", "driver": "580.159.04", "power_limit_w": "700.00"}
+    on = [replace(r, environment={**r.environment, "gpu": gpu}) for r in (a, b)]
+    assert combine(on, ["a", "b"]).results  # the same card: rounds of one measurement
+    for moved in ({"power_limit_w": "500.00"}, {"capability": "8.0"}):
+        other_gpu = replace(b, environment={**b.environment, "gpu": {**gpu, **moved}})
+        with pytest.raises(UsageError, match=r"machine differs \(gpu\)"):
+            combine([on[0], other_gpu], ["a", "b"])
     other = replace(b, contract=ContractRecord.of(load_contract("model_io_wall").to_dict()))
     with pytest.raises(UsageError, match="contract differs"):
         combine([a, other], ["a", "b"])
