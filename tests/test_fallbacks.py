@@ -11,6 +11,7 @@ import pytest
 from benchbox.fallbacks import (
     change_line,
     compare_picks,
+    decisions,
     identity,
     kernel_family,
     kernel_label,
@@ -78,6 +79,30 @@ def test_identity_drops_measurements_and_keeps_decisions() -> None:
     assert identity(a) != identity(dict(a, chosen="triton_mm_3 (BLOCK_M=128)"))
     assert identity(a) != identity(dict(a, count=3))
     assert identity(a) != identity(dict(a, input_shapes=[["64", "128"]]))
+
+
+def test_one_entry_for_many_sites_decides_what_an_entry_per_site_does() -> None:
+    """Receipts that group a pick repeated at many call sites (count) against receipts that list
+    each site: the same decisions, so a diff names no compiler change between them."""
+    import json
+
+    from benchbox.receipts.diff import compiler_causes
+    from benchbox.receipts.model import ResultRow
+    from tests.support import GOLDEN
+
+    site = {"kind": "autotune_choice", "op": "mm", "input_shapes": [["64", "64"]],
+            "chosen": "triton_mm_3 (BLOCK_M=64)", "chosen_ms": 0.01}
+    grouped, listed = [dict(site, count=3)], [dict(site, chosen_ms=0.01 + i / 1e4) for i in range(3)]
+    assert decisions(grouped) == decisions(listed)
+    assert decisions(grouped) != decisions(listed[:2])
+    assert decisions(grouped) != decisions([dict(site, count=3, chosen="triton_mm_9 (BLOCK_M=128)")])
+    row = json.loads(GOLDEN.read_text())["results"][0]
+
+    def with_fallbacks(entries: list[dict]) -> ResultRow:
+        return ResultRow.of(dict(row, runner_report=dict(row["runner_report"], fallbacks=entries)))
+
+    assert compiler_causes(with_fallbacks(grouped), with_fallbacks(listed)) == ()
+    assert compiler_causes(with_fallbacks(grouped), with_fallbacks(listed[:2]))
 
 
 def _trt_plugin(layer_type: str, precision: str, count: int, examples: list[str]) -> dict:

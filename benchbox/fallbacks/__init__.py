@@ -7,6 +7,7 @@ timing of each candidate). Two compiles of identical code measure differently ev
 so comparisons must look only at the declarations:
 
 - ``identity(entry)``: a fallback entry's identity without its measured values;
+- ``decisions(entries)``: a fallback list's identities, counted by how many each entry stands for;
 - ``compare_picks(a, b)``: two compiles' autotune picks, call site by call site, with the
   device-time difference the changed picks make by the autotuner's own timings;
 - ``probable_causes(base, head)``: compact lines naming what changed between two fallback
@@ -92,6 +93,16 @@ def identity(entry: FallbackEntry | Mapping[str, Any]) -> str:
             v = _where(v)
         kept[k] = v
     return json.dumps(kept, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def decisions(items: Iterable[FallbackEntry | Mapping[str, Any]]) -> Counter[str]:
+    """What a fallback list decided, as identities (without ``count``) each counted as often as
+    its entries stand for: one entry for 146 call sites decides what 146 entries of one site do,
+    so receipts that group repeated picks and receipts that list each site compare equal."""
+    out: Counter[str] = Counter()
+    for e in entries(items):
+        out[identity({k: v for k, v in e.to_json().items() if k != "count"})] += _times(e)
+    return out
 
 
 # -- call-site comparison of two compiles' picks ----------------------------------------

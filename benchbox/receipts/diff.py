@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from benchbox.errors import FieldError, Setting, UsageError
-from benchbox.fallbacks import draw_causes, identity, probable_causes
+from benchbox.fallbacks import decisions, draw_causes, probable_causes
 from benchbox.receipts.adjust import adjustable
 from benchbox.receipts.baseline import compare_runners
 from benchbox.receipts.conditions import (
@@ -114,7 +114,7 @@ def compiler_causes(b: ResultRow, h: ResultRow, limit: int = CAUSE_LINES) -> tup
     """What the compiler decided differently, by identity (measured values ignored), compact."""
     fb, fh = b.fallbacks, h.fallbacks
     drawn = tuple(draw_causes(b.runner_report.compile_choice, h.runner_report.compile_choice))
-    if sorted(map(identity, fb)) == sorted(map(identity, fh)):
+    if decisions(fb) == decisions(fh):
         return drawn
     return drawn + (tuple(probable_causes(fb, fh, limit - len(drawn))) or ("compiler choices differ",))
 
