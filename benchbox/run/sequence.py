@@ -244,7 +244,9 @@ class _Run:
         reason = self._availability(name, opts)
         if reason is not None:
             self.progress(f"{name}: cannot run: {reason}; gathering build facts")
-            report = {"options": opts, **self._unavailable_facts(name, opts), "unavailable": reason}
+            with self.log.capture(f"{name}: build facts", name):  # an ONNX export's warnings, say
+                facts = self._unavailable_facts(name, opts)
+            report = {"options": opts, **facts, "unavailable": reason, **self._log_entry(name)}
             for case in self.cases:
                 self.receipts.add_rows([build.failed_row(name, case, reason, report)] * len(self.contracts))
             return None

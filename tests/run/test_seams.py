@@ -117,3 +117,38 @@ def test_a_sweep_takes_its_runners_from_the_given_factory(tmp_path: Path) -> Non
     assert rows and {r["runner"] for r in rows} == {EagerUnderAnotherName.name}, outcome
     with pytest.raises(FieldError, match=f"unknown runner '{EagerUnderAnotherName.name}'"):
         sweep(SweepConfig(run=_config(tmp_path, out=None), out_dir=tmp_path / "other", gaps_ms=(0.0,)))
+
+
+class AbsentButTalkative(TorchEagerRunner):
+    """A runner that cannot run here and whose build facts come with library output (as an ONNX
+    export's warnings do): on stderr, on file descriptor 2 and as a Python warning."""
+
+    name = "bb-absent-talkative"
+
+    @classmethod
+    def availability_for(cls, device: str, options: dict[str, Any] | None = None) -> str | None:
+        return "it needs a device this machine lacks"
+
+    def gather_facts(self, task: Any, example: Any, phases: Any) -> dict[str, Any]:
+        import os
+        import sys
+        import warnings
+
+        sys.stderr.write("library says: stderr\n")
+        os.write(2, b"library says: fd 2\n")
+        warnings.warn("library says: a warning", UserWarning, stacklevel=1)
+        return {"built": True}
+
+
+def test_what_a_runner_that_cannot_run_prints_while_its_build_facts_are_gathered_goes_to_the_log(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    factory = RunnerClasses({AbsentButTalkative.name: AbsentButTalkative})
+    outcome = run(_config(tmp_path, runners=(AbsentButTalkative.name,)), runner_factory=factory)
+    printed = capfd.readouterr()
+    assert "library says" not in printed.err + printed.out
+    (row,) = loaded(outcome.path)["results"]
+    report = row["runner_report"]
+    assert row["status"] == "failed" and report["built"] is True
+    for said in ("stderr", "fd 2", "a warning"):
+        assert f"library says: {said}" in report["log"]["text"]
+        assert f"library says: {said}" in (tmp_path / "r.log").read_text()
