@@ -10,6 +10,7 @@ command line does goes through these same calls.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import benchbox
@@ -55,4 +56,8 @@ if __name__ == "__main__":
     parser.add_argument("--out-dir", type=Path, default=Path("receipts/api-example"),
                         help="where the receipts, the figure and the exports go")
     args = parser.parse_args()
-    raise SystemExit(main(args.samples, args.out_dir))
+    try:
+        raise SystemExit(main(args.samples, args.out_dir))
+    except benchbox.UsageError as e:  # bad input (a receipt already there, say): one line, exit 2
+        print(f"api_example: {e}", file=sys.stderr)
+        raise SystemExit(2) from None

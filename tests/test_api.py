@@ -59,6 +59,11 @@ def test_the_example_runs(tmp_path: Path) -> None:
     assert r.stdout.count("diff torch-eager × ") == 2
     assert (tmp_path / "diff.png").stat().st_size > 0
     assert (tmp_path / "base.pyperf.json").is_file() and (tmp_path / "head.pyperf.json").is_file()
+    again = subprocess.run([sys.executable, str(REPO / "examples" / "api_example.py"), "--samples", "10",
+                            "--out-dir", str(tmp_path)], capture_output=True, text=True, cwd=tmp_path,
+                           timeout=600, env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
+    assert again.returncode == 2 and again.stderr.count("\n") == 1, again.stderr[-2000:]
+    assert again.stderr.startswith("api_example: ") and "base.json" in again.stderr
 
 
 def test_help_of_benchbox_run_gives_the_functions_signature() -> None:
