@@ -174,6 +174,10 @@ def _plot(r: Receipt, golden: Receipt, turn: int) -> None:
 
     kind = list(KINDS)[turn % len(KINDS)]
     pair = [LabelledReceipt("golden", golden), LabelledReceipt("mutant", r)]
+    if kind == "sweep" and r.contract.arrival_kind not in ("poisson", "gap"):
+        with pytest.raises(UsageError, match="^a sweep figure draws latency against load"):
+            figure(pair[1:], kind)  # no load to draw against: refused in one line, never drawn empty
+        return
     fig = figure(pair if kind == "diff" else pair[1:], kind)
     with plain_text():
         fig.savefig(io.BytesIO(), format="png", dpi=40)
