@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
@@ -221,6 +222,23 @@ def test_runner_comparisons_of_one_process_judge_only_what_no_plausible_drift_ex
     by = {r["runner"]: r for r in compare_runners(_comparison_receipt(rows, 1)).to_json()["rows"]}
     assert by["fast"]["p50_verdict"] == "unresolved" and "assumed" in by["fast"]["reason"]
     assert by["much"]["p50_verdict"] == "faster"
+
+
+def test_an_unreliable_runner_comparison_keeps_its_numbers_and_says_why() -> None:
+    """One process, one row noisy: unreliable, as benchbox diff calls it, with its ratio, interval
+    and reason; the run's table names the reason under the comparison."""
+    from benchbox.render.text import results_table
+
+    rng = np.random.default_rng(8)
+    base = rng.lognormal(14.0, 0.05, 400).astype(np.int64)
+    noisy = (rng.lognormal(14.0, 0.6, 400)).astype(np.int64)
+    receipt = _comparison_receipt([_row("base", base, 1), _row("noisy", noisy, 1)], 1)
+    (row,) = compare_runners(receipt).to_json()["rows"]
+    assert row["p50_verdict"] == "unreliable" and row["reason"].startswith("noisy: noisy robust coefficient")
+    lo, hi = row["p50_ratio_ci"]
+    assert lo < row["p50_ratio"] < hi
+    shown = results_table(dataclasses.replace(receipt, comparisons=None), width=300)  # judged now
+    assert "↳ noisy × c unreliable: noisy: noisy robust coefficient of variation" in shown
 
 
 def test_every_receipt_has_floors_and_quantile_intervals(eager_receipt_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -46,11 +47,11 @@ def _runner_pending(receipt: Receipt, key: tuple[str, str, str], b: ResultRow, h
             if k != "versions" and k not in opts.accept}
     if b.clock != h.clock:
         return f"not comparable|timed with the {h.clock} clock vs the {b.clock} clock"
-    if cond:
-        return "unreliable|" + "; ".join(f"{k}: {v}" for k, v in cond.items())
     paired = round_processes(receipt, b) == round_processes(receipt, h) and len(a) >= 2
+    # an unreliable row keeps its numbers, as in benchbox diff: measured, then not judged
     return Pending(key, b, h, a, c, harness_floor(receipt, b.clock), prior=opts.drift,
-                   fallback=PLAUSIBLE_DRIFT.get(b.clock, PLAUSIBLE_DRIFT["host"]), paired=paired)
+                   fallback=PLAUSIBLE_DRIFT.get(b.clock, PLAUSIBLE_DRIFT["host"]), paired=paired,
+                   unreliable=cond)
 
 
 def compare_runners(receipt: Receipt, baseline: str | None = None,
@@ -91,5 +92,8 @@ def compare_runners(receipt: Receipt, baseline: str | None = None,
                 measure(got, opts)
                 pending.append(got)
     for p, (verdict, reason, ms) in zip(pending, judge(pending, opts)):
+        if p.unreliable:
+            verdict, reason = "unreliable", "; ".join(f"{k}: {v}" for k, v in p.unreliable.items())
+            ms = [dataclasses.replace(m, verdict="unreliable") for m in ms]
         done[p.key] = _comparison_row(p.key[1], p.key[2], base_name, p.base, p.head, verdict, reason, ms)
     return Comparisons(baseline=base_name or None, rows=tuple(done[k] for k in order), excluded=excluded)

@@ -23,6 +23,8 @@ class ComparisonRow(Base):
     p50_ratio_ci: tuple[float, float] | None
     p99_ratio_ci: tuple[float, float] | None
     p50_verdict: str | None
+    #: why the verdict (for ``unreliable``: the conditions; receipts may lack it)
+    reason: str | None
 
 
 @dataclass(frozen=True, kw_only=True)

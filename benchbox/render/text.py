@@ -114,6 +114,8 @@ def _comparison_lines(receipt: Receipt, width: int | None) -> list[str]:
                  row.p50_verdict or "") for row in comp.rows]
         lines.append(_indent(table(["runner", "case", "p50 ratio", "95% CI", "verdict"], rows,
                                    right=("p50 ratio", "95% CI"), wrap=("runner", "case"), width=width)))
+        lines += [wrapped(f"  ↳ {row.runner} × {row.case} unreliable: {row.reason}", width=width)
+                  for row in comp.rows if row.p50_verdict == "unreliable" and row.reason]
     for ex in comp.excluded:
         lines.append(f"  excluded from comparison: {ex.runner} × {ex.case} ({ex.status})")
     return lines
