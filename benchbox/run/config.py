@@ -228,11 +228,7 @@ class RunConfig:
         if self.baseline is not None and self.baseline not in self.runners:
             raise FieldError("baseline", f"{self.baseline!r} is not one of the runners of this run "
                                          f"({', '.join(self.runners)})")
-        for g, v in self.gates.items():
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
-                raise FieldError("gates", f"{g}={v!r}: the threshold must be a number")
-            if not v >= 0:  # an error's size: a gate under 0 (or NaN) could never pass; inf never fails
-                raise FieldError("gates", f"{g}={v!r}: the threshold is a largest error, a number ≥ 0")
+        self._validate_gates()
         for k, v in self.labels.items():
             if not isinstance(k, str) or not isinstance(v, str):
                 raise FieldError("labels", "labels are strings")
@@ -245,6 +241,13 @@ class RunConfig:
         # does not wait for
         for r in self.runners:  # option keys and values (also against the device), before anything runs
             runners.check_options(r, self.runner_options.get(r, {}), self.device)
+
+    def _validate_gates(self) -> None:
+        for g, v in self.gates.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise FieldError("gates", f"{g}={v!r}: the threshold must be a number")
+            if not v >= 0:  # an error's size: a gate under 0 (or NaN) could never pass; inf never fails
+                raise FieldError("gates", f"{g}={v!r}: the threshold is a largest error, a number ≥ 0")
 
     def _validate_scalars(self) -> None:
         """Every field declared a plain bool, int, float or str holds one (a config built in code
