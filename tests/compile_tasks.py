@@ -7,6 +7,7 @@ torch-compile runner must report a graph break. Loaded as
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -14,6 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from benchbox.tasks import Case, Task
+from benchbox.tasks.base import GateResult
 
 LABELS = ("alpha", "beta", "gamma", "delta")
 DIM = 8
@@ -23,7 +25,9 @@ DIM = 8
 class VectorTask(Task):
     """``{"values": [8 floats]}`` → ``{"label": ..., "probs": [...]}``.
 
-    Option ``graph_break`` (default true): ``forward`` calls ``.item()``.
+    Option ``graph_break`` (default true): ``forward`` calls ``.item()``. Option ``fail_gate``
+    (default false): the probability gate fails on purpose, whatever the outputs (a gate under 0,
+    which once did this, is refused before a run starts).
     """
 
     name: ClassVar[str] = "vector"
@@ -31,9 +35,16 @@ class VectorTask(Task):
     output_names: ClassVar[tuple[str, ...]] = ("logits",)
 
     def __post_init__(self) -> None:
-        unknown = set(self.options) - {"graph_break"}
+        unknown = set(self.options) - {"graph_break", "fail_gate"}
         if unknown:
-            raise ValueError(f"unknown option {sorted(unknown)[0]!r} (options: graph_break)")
+            raise ValueError(f"unknown option {sorted(unknown)[0]!r} (options: graph_break, fail_gate)")
+
+    def gates(self, reference: Any, first: Any, second: Any) -> list[GateResult]:
+        out = super().gates(reference, first, second)
+        if not self.options.get("fail_gate"):
+            return out
+        return [dataclasses.replace(g, passed=False, detail="fails on purpose (task option fail_gate)")
+                if g.name == "prob_max_abs" else g for g in out]
 
     def parse(self, request: bytes) -> Any:
         obj = json.loads(request)

@@ -68,8 +68,10 @@ def test_the_interleaved_design_alternates_sides_and_joins_each_side_as_rounds(
         assert [len(r.round_sizes or ()) for r in joined.results] == [3]
         assert all(n == 30 for n in joined.results[0].round_sizes)
     slow = json.loads((tmp_path / "r.json").read_text())["slowdown_us"]
-    assert all((runs[f"head-{i}"].task.options or {}).get("slowdown_us") == slow for i in range(3))
-    assert all(not (runs[f"base-{i}"].task.options or {}).get("slowdown_us") for i in range(3))
+    # the slowdown stands for a code change: a task fact of its own, not an option a diff declares
+    assert all(runs[f"head-{i}"].task.to_json()["slowdown_us"] == slow for i in range(3))
+    assert all("slowdown_us" not in runs[f"base-{i}"].task.to_json() for i in range(3))
+    assert all(not runs[k].task.options for k in runs)
     # --threads reached every run
     assert {r.to_json()["environment"]["torch_threads"] for r in runs.values()} == {1}
     # --rediff joins the kept runs again (the joined files are not needed) and judges them, the
@@ -112,7 +114,7 @@ def test_shared_load_slowdown_is_calibrated_under_load(tmp_path: Path) -> None:
     from benchbox.receipts import load_receipt
 
     head = load_receipt(tmp_path / "k" / "shared-load+slow-0-head-0.json")
-    assert (head.task.options or {}).get("slowdown_us") == r["slowdown_us_loaded"]
+    assert head.task.to_json()["slowdown_us"] == r["slowdown_us_loaded"]
     assert (tmp_path / "k" / "calibration-loaded.json").exists()
     assert r["shared-load+slow"]["reps"] == 1
 

@@ -54,8 +54,7 @@ def vector_receipt(tmp_path_factory: pytest.TempPathFactory) -> dict:
 def forced_receipt(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """Vector task without the graph break, layer_norm forced into ATen, under an impossible gate."""
     return _receipt(tmp_path_factory.mktemp("forced") / "r.json", task=TASK, cases=("v0",),
-                    runners=("torch-compile",), task_options={"graph_break": False},
-                    gates={"prob_max_abs": -1.0},
+                    runners=("torch-compile",), task_options={"graph_break": False, "fail_gate": True},
                     runner_options={"torch-compile": {"mode": "default", "cold_warm": False,
                                                       "aten_fallbacks": ["layer_norm"]}})
 
