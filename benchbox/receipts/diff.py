@@ -100,7 +100,7 @@ def check_contracts(base: Receipt, head: Receipt) -> None:
 
 
 def _model_facts(r: Receipt) -> dict[str, Any]:
-    """What decides the model measured: its size, dtype, weights and the task's options (precision
+    """What decides the model measured: the task, its size, dtype, weights and options (precision
     choices, dynamic shapes: the weights' hash stays the same under them)."""
     return {"task": r.task.name, "size": r.task.size, "dtype": r.task.dtype,
             "model_sha256": r.task.model_sha256, "options": dict(r.task.options or {})}
